@@ -1,0 +1,15 @@
+"""Helpers shared by the client side and the master: data dir location, small utilities."""
+import os
+import pathlib
+
+
+def data_dir() -> pathlib.Path:
+    """The platform's data dir: $DET_DATA_DIR, else $XDG_DATA_HOME/determined, else ~/.local/share/determined."""
+    explicit = os.environ.get("DET_DATA_DIR")
+    if explicit:
+        path = pathlib.Path(explicit).expanduser()
+    else:
+        xdg = os.environ.get("XDG_DATA_HOME")
+        base = pathlib.Path(xdg).expanduser() if xdg else pathlib.Path.home() / ".local" / "share"
+        path = base / "determined"
+    return path.resolve()
