@@ -1,2 +1,36 @@
-"""Determined: train PyTorch, tf.keras and tf.estimator Trials with hyperparameter search, on a laptop or a cluster."""
+"""Determined: train PyTorch, tf.keras and tf.estimator Trials with hyperparameter search, on a laptop or a cluster.
+
+`import determined as det` stays light: the framework packages (`det.pytorch`, ...) and the runtime are imported
+on first use.
+"""
+import importlib
+from typing import Any
+
 __version__ = "0.13.8.post1"
+
+_LAZY = {
+    "Constant": ("determined.config.hparams", "Constant"),
+    "Integer": ("determined.config.hparams", "Integer"),
+    "Double": ("determined.config.hparams", "Double"),
+    "Log": ("determined.config.hparams", "Log"),
+    "Categorical": ("determined.config.hparams", "Categorical"),
+    "Trial": ("determined._trial", "Trial"),
+    "TrialController": ("determined._trial", "TrialController"),
+    "TrialContext": ("determined._trial_context", "TrialContext"),
+    "DeterminedError": ("determined.errors", "DeterminedError"),
+}
+_SUBMODULES = {"core", "config", "pytorch", "experimental", "storage", "searcher", "errors", "common"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"determined.{name}")
+    raise AttributeError(f"module 'determined' has no attribute {name!r}")
+
+
+__all__ = ["__version__", *_LAZY]

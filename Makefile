@@ -1,0 +1,37 @@
+# The two commands of the quick start. Both create .venv with Python 3.11 when it is missing.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: demo test install install-dev bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[torch]"
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@ $(STAMP_RUN)
+
+install: $(STAMP_RUN)
+install-dev: $(STAMP_DEV)
+
+## demo: a random hyperparameter search of an MLP on scikit-learn's digits, on the embedded master
+demo: $(STAMP_RUN)
+	$(BIN)/det experiment create examples/digits_pytorch/random.yaml examples/digits_pytorch
+
+## test: the whole suite
+test: $(STAMP_DEV)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP_DEV)
+	$(BIN)/python benchmarks/pytorch_overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,52 @@
+"""The `det` command line."""
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+import determined
+from determined import errors
+
+
+def _parser() -> argparse.ArgumentParser:
+    from determined.cli import checkpoint, experiment, trial
+
+    parser = argparse.ArgumentParser(prog="det", description="Train Determined Trials: experiments, trials, checkpoints.")
+    parser.add_argument("-m", "--master", default=None,
+                        help="master URL (default: $DET_MASTER; unset = the embedded master of the local data dir)")
+    parser.add_argument("-u", "--user", default=None, help="run this command as USER")
+    parser.add_argument("-v", "--version", action="version", version=f"det {determined.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    experiment.add_parser(sub)
+    trial.add_parser(sub)
+    checkpoint.add_parser(sub)
+    v = sub.add_parser("version", help="print the version")
+    v.set_defaults(func=lambda args: print(f"det {determined.__version__}") or 0)
+    return parser
+
+
+def _print_error(e: BaseException) -> None:
+    print(f"Error: {e}", file=sys.stderr)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.user:
+        os.environ["DET_USER"] = args.user
+    from determined.config import InvalidExperimentConfig
+
+    try:
+        code = args.func(args)
+    except InvalidExperimentConfig as e:
+        print(f"Error: invalid experiment config:\n{e}", file=sys.stderr)
+        code = 1
+    except (errors.DeterminedError, FileNotFoundError, PermissionError) as e:
+        _print_error(e)
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Packing a model (context) directory into the archive that travels to the master and the trials."""
+import ast
+import base64
+import fnmatch
+import io
+import os
+import pathlib
+import tarfile
+from typing import List, Optional, Tuple
+
+from determined import errors
+
+MAX_CONTEXT_BYTES = 96 * 1024 * 1024
+ALWAYS_IGNORED = ("__pycache__", "*.pyc", ".detignore")
+
+
+class ContextError(errors.DeterminedError):
+    """The model directory cannot be used as an experiment's context."""
+
+
+def _read_detignore(root: pathlib.Path) -> List[str]:
+    path = root / ".detignore"
+    if not path.exists():
+        return []
+    patterns = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            patterns.append(line)
+    return patterns
+
+
+def _ignored(rel: str, is_dir: bool, patterns: List[str]) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    for pat in list(ALWAYS_IGNORED) + patterns:
+        dir_only = pat.endswith("/")
+        pat = pat.rstrip("/")
+        if dir_only and not is_dir:
+            continue
+        anchored = pat.startswith("/")
+        pat = pat.lstrip("/")
+        if "/" in pat or anchored:
+            if fnmatch.fnmatch(rel, pat):
+                return True
+        elif fnmatch.fnmatch(name, pat):
+            return True
+    return False
+
+
+def list_context_files(model_dir: str) -> List[Tuple[str, pathlib.Path]]:
+    """The (archive name, path) pairs of a model dir, honouring `.detignore` (gitignore-style patterns)."""
+    root = pathlib.Path(model_dir)
+    if not root.is_dir():
+        raise ContextError(f"model directory {model_dir!r} does not exist or is not a directory")
+    patterns = _read_detignore(root)
+    found: List[Tuple[str, pathlib.Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = pathlib.Path(dirpath).relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(d for d in dirnames if not _ignored(rel_dir + d, True, patterns))
+        for f in sorted(filenames):
+            rel = rel_dir + f
+            full = pathlib.Path(dirpath) / f
+            if _ignored(rel, False, patterns) or not (full.is_file() or full.is_symlink()):
+                continue
+            found.append((rel, full))
+    return found
+
+
+def pack_model_dir(model_dir: str, limit: int = MAX_CONTEXT_BYTES) -> bytes:
+    """A gzipped tar of the model dir; raises ContextError naming the largest files when over `limit`."""
+    files = list_context_files(model_dir)
+    sizes = [(rel, p.lstat().st_size) for rel, p in files]
+    total = sum(s for _, s in sizes)
+    if total > limit:
+        biggest = sorted(sizes, key=lambda x: -x[1])[:5]
+        listing = ", ".join(f"{rel} ({s / 2**20:.1f} MiB)" for rel, s in biggest)
+        raise ContextError(
+            f"model directory {model_dir!r} holds {total / 2**20:.1f} MiB, over the {limit / 2**20:.0f} MiB limit; "
+            f"largest files: {listing}. List files the trial does not need in a .detignore file."
+        )
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+        for rel, path in files:
+            tar.add(str(path), arcname=rel, recursive=False)
+    return buf.getvalue()
+
+
+def pack_model_dir_b64(model_dir: str) -> str:
+    return base64.b64encode(pack_model_dir(model_dir)).decode("ascii")
+
+
+def _module_file(model_dir: pathlib.Path, module: str) -> Optional[pathlib.Path]:
+    base = model_dir.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _top_level_names(source: str) -> Tuple[List[str], List[str]]:
+    """Names bound at module level, and the subset that are class definitions."""
+    tree = ast.parse(source)
+    names: List[str] = []
+    classes: List[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            names.append(node.name)
+            classes.append(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.extend((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names.extend(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.append(node.name)
+    return names, classes
+
+
+def check_entrypoint(model_dir: str, entrypoint: Optional[str]) -> None:
+    """Check, without importing user code, that `module:Class` names a class defined in the model dir."""
+    if not entrypoint:
+        return
+    if entrypoint.count(":") != 1:
+        raise ContextError(f"entrypoint {entrypoint!r} must look like 'module.path:TrialClass'")
+    module, cls = entrypoint.split(":")
+    root = pathlib.Path(model_dir)
+    path = _module_file(root, module)
+    if path is None:
+        rel = module.replace(".", "/")
+        pys = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))[:10]
+        raise ContextError(
+            f"entrypoint {entrypoint!r}: no module {module!r} in model directory {str(root)!r} "
+            f"(looked for {rel}.py and {rel}/__init__.py); Python files there: {', '.join(pys) or 'none'}"
+        )
+    try:
+        names, classes = _top_level_names(path.read_text())
+    except SyntaxError as e:
+        raise ContextError(f"entrypoint {entrypoint!r}: {path} has a syntax error at line {e.lineno}: {e.msg}") from None
+    if cls not in names:
+        raise ContextError(
+            f"entrypoint {entrypoint!r}: {path.name} defines no {cls!r}; classes defined there: "
+            f"{', '.join(classes) or 'none'}. Set `entrypoint` to 'module:ClassName' of your Trial class."
+        )

@@ -1,0 +1,254 @@
+"""Hyperparameters: the ``det.Constant``... helpers, validation to the canonical form, sampling and grid values.
+
+Canonical forms: ``{"type": "const", "val": v}``, ``{"type": "int", "minval", "maxval", "count"}``,
+``{"type": "double", "minval", "maxval", "count"}``, ``{"type": "log", "base", "minval", "maxval", "count"}``
+(minval/maxval are exponents of base), ``{"type": "categorical", "vals": [...]}``; ``count`` is None when not given.
+"""
+import math
+import random
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from determined.config.errors import InvalidExperimentConfig, Problems, describe, join_path, key_path
+from determined.config.fields import INVALID, Field, Int, JSONValue, ListOf, Number, REQUIRED, Section, Spec, Union
+
+HPARAM_TYPES = ("const", "int", "double", "log", "categorical")
+
+
+class HParam:
+    """Base of the hyperparameter helpers; ``to_dict()`` gives the config form."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        raise TypeError("use Constant, Integer, Double, Log or Categorical")
+
+    def __eq__(self, other: Any) -> bool:
+        return type(self) is type(other) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items() if k != "type")
+        return f"{type(self).__name__}({args})"
+
+
+class Constant(HParam):
+    """A hyperparameter with one fixed value."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": "const", "val": self.value}
+
+
+class Integer(HParam):
+    """An int hyperparameter between minval and maxval; ``count`` values are used by the grid searcher."""
+
+    def __init__(self, minval: int, maxval: int, count: Optional[int] = None) -> None:
+        self.minval, self.maxval, self.count = minval, maxval, count
+
+    def to_dict(self) -> Dict[str, Any]:
+        return _with_count({"type": "int", "minval": self.minval, "maxval": self.maxval}, self.count)
+
+
+class Double(HParam):
+    """A float hyperparameter between minval and maxval."""
+
+    def __init__(self, minval: float, maxval: float, count: Optional[int] = None) -> None:
+        self.minval, self.maxval, self.count = minval, maxval, count
+
+    def to_dict(self) -> Dict[str, Any]:
+        return _with_count({"type": "double", "minval": self.minval, "maxval": self.maxval}, self.count)
+
+
+class Log(HParam):
+    """A hyperparameter ``base ** x`` with the exponent x between minval and maxval."""
+
+    def __init__(self, minval: float, maxval: float, base: float, count: Optional[int] = None) -> None:
+        self.minval, self.maxval, self.base, self.count = minval, maxval, base, count
+
+    def to_dict(self) -> Dict[str, Any]:
+        spec = {"type": "log", "minval": self.minval, "maxval": self.maxval, "base": self.base}
+        return _with_count(spec, self.count)
+
+
+class Categorical(HParam):
+    """A hyperparameter taking one of the given values."""
+
+    def __init__(self, vals: Sequence[Any]) -> None:
+        self.vals = list(vals)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"type": "categorical", "vals": list(self.vals)}
+
+
+def _with_count(spec: Dict[str, Any], count: Optional[int]) -> Dict[str, Any]:
+    if count is not None:
+        spec["count"] = count
+    return spec
+
+
+_COUNT = Field(Int(minimum=1), None)
+_SPECS = Union(
+    {
+        "const": Section({"val": Field(JSONValue(), None)}),
+        "int": Section({"minval": Field(Int(), REQUIRED), "maxval": Field(Int(), REQUIRED), "count": _COUNT}),
+        "double": Section(
+            {
+                "minval": Field(Number(as_float=True), REQUIRED),
+                "maxval": Field(Number(as_float=True), REQUIRED),
+                "count": _COUNT,
+            }
+        ),
+        "log": Section(
+            {
+                "base": Field(Number(minimum=0, exclusive_min=True, as_float=True), 10.0),
+                "minval": Field(Number(as_float=True), REQUIRED),
+                "maxval": Field(Number(as_float=True), REQUIRED),
+                "count": _COUNT,
+            }
+        ),
+        "categorical": Section({"vals": Field(ListOf(JSONValue(), nonempty=True), REQUIRED)}),
+    }
+)
+
+
+def check_hparam(value: Any, path: str, problems: Problems) -> Any:
+    """The canonical form of one hyperparameter, or INVALID after reporting its problems."""
+    if isinstance(value, HParam):
+        value = value.to_dict()
+    if not isinstance(value, Mapping) or "type" not in value:
+        return {"type": "const", "val": JSONValue().check(value, join_path(path, "val"), problems)}
+    if value["type"] == "const" and "val" not in value:
+        problems.missing(join_path(path, "val"), "the constant's value")
+        return INVALID
+    out = _SPECS.check(value, path, problems)
+    if out is INVALID or any(v is INVALID for v in out.values()):
+        return INVALID
+    if out["type"] in ("int", "double", "log") and out["minval"] > out["maxval"]:
+        problems.add(
+            path, f"minval {out['minval']} is greater than maxval {out['maxval']}", "minval must be <= maxval"
+        )
+        return INVALID
+    if out["type"] == "log" and out["base"] == 1.0:
+        problems.wrong_value(join_path(path, "base"), out["base"], "a number > 0 other than 1")
+        return INVALID
+    return out
+
+
+class Hyperparameters(Spec):
+    allowed = "a mapping of hyperparameter names to values or {type: const|int|double|log|categorical, ...}"
+
+    def check(self, value: Any, path: str, problems: Problems) -> Any:
+        if not isinstance(value, Mapping):
+            problems.wrong_value(path, value, self.allowed)
+            return INVALID
+        out = {}
+        for name, spec in value.items():
+            if not isinstance(name, str):
+                problems.wrong_value(key_path(path, name), name, "hyperparameter names must be strings")
+                continue
+            out[name] = check_hparam(spec, join_path(path, name), problems)
+        return out
+
+
+def canonical_hparam(value: Any, name: str = "hparam") -> Dict[str, Any]:
+    """The canonical form of one hyperparameter; raises InvalidExperimentConfig if it is not valid."""
+    problems = Problems()
+    out = check_hparam(value, name, problems)
+    problems.raise_if_any("invalid hyperparameter")
+    return out
+
+
+def check_global_batch_size(hparams: Mapping[str, Any], slots_per_trial: Any, problems: Problems) -> None:
+    """``global_batch_size`` must exist and always be a positive int (and at least slots_per_trial)."""
+    path = "hyperparameters.global_batch_size"
+    how = (
+        "add it under hyperparameters, e.g. `hyperparameters: {global_batch_size: 32}` "
+        "(the number of records per batch summed over all slots; must be a positive int)"
+    )
+    spec = hparams.get("global_batch_size")
+    if spec is None:
+        problems.missing(path, how)
+        return
+    if spec is INVALID:
+        return
+    minimum = slots_per_trial if isinstance(slots_per_trial, int) and slots_per_trial > 1 else 1
+    allowed = f"a positive int{f' >= resources.slots_per_trial ({minimum})' if minimum > 1 else ''}: {how}"
+    kind = spec["type"]
+    if kind == "const":
+        values = [spec["val"]]
+    elif kind == "int":
+        values = [spec["minval"]]
+    elif kind == "categorical":
+        values = spec["vals"]
+    else:
+        problems.add(path, f"a {kind} hyperparameter gives non-integer batch sizes", allowed)
+        return
+    for val in values:
+        if isinstance(val, bool) or not isinstance(val, int) or val < minimum:
+            problems.add(path, f"got {describe(val)}", allowed)
+            return
+
+
+def sample_hparams(hparams: Mapping[str, Any], rng: random.Random) -> Dict[str, Any]:
+    """Draw one value for every hyperparameter.
+
+    const -> its value; int -> uniform over minval..maxval, both ends INCLUSIVE (Determined's Go code never draws
+    maxval; its docs say inclusive, and we follow the docs); double -> uniform(minval, maxval);
+    log -> base ** uniform(minval, maxval); categorical -> a uniform choice of vals.
+    Hyperparameters are drawn in sorted name order, so the result depends only on the rng's state and the specs.
+    """
+    specs = {name: canonical_hparam(spec, f"hyperparameters.{name}") for name, spec in hparams.items()}
+    drawn = {name: _sample_one(specs[name], rng) for name in sorted(specs)}
+    return {name: drawn[name] for name in specs}
+
+
+def _sample_one(spec: Mapping[str, Any], rng: random.Random) -> Any:
+    kind = spec["type"]
+    if kind == "const":
+        return spec["val"]
+    if kind == "int":
+        return rng.randint(spec["minval"], spec["maxval"])
+    if kind == "double":
+        return rng.uniform(spec["minval"], spec["maxval"])
+    if kind == "log":
+        return spec["base"] ** rng.uniform(spec["minval"], spec["maxval"])
+    return rng.choice(spec["vals"])
+
+
+def _round_half_up(x: float) -> int:
+    return int(math.floor(x + 0.5))
+
+
+def grid_values(hparam: Any) -> List[Any]:
+    """The values the grid searcher tries for one hyperparameter.
+
+    const -> [val]; categorical -> vals; int -> ``count`` evenly spaced ints from minval to maxval, rounded,
+    count clamped to maxval-minval+1, count 1 -> the midpoint ``(minval+maxval)//2``; double -> ``count`` evenly
+    spaced floats including both ends, count 1 -> the midpoint; log -> base ** (exponents spaced like double).
+    """
+    spec = canonical_hparam(hparam)
+    kind = spec["type"]
+    if kind == "const":
+        return [spec["val"]]
+    if kind == "categorical":
+        return list(spec["vals"])
+    count = spec["count"]
+    if count is None:
+        raise InvalidExperimentConfig(
+            [f"hparam: a {kind} hyperparameter has no count; the grid searcher needs `count` (a positive int)"],
+            "invalid hyperparameter",
+        )
+    low, high = spec["minval"], spec["maxval"]
+    if kind == "int":
+        count = min(count, high - low + 1)
+        if count == 1:
+            return [(low + high) // 2]
+        return [low + _round_half_up(i * (high - low) / (count - 1)) for i in range(count)]
+    points = [(low + high) / 2] if count == 1 else [low + i * (high - low) / (count - 1) for i in range(count)]
+    if count > 1:
+        points[-1] = high
+    if kind == "double":
+        return points
+    return [spec["base"] ** x for x in points]

@@ -1,0 +1,164 @@
+"""The ``searcher`` section: the fields, defaults and rules of every search method."""
+from typing import Any, Callable, Dict, List, Mapping
+
+from determined.config.errors import Problems, join_path
+from determined.config.fields import (
+    INVALID,
+    REQUIRED,
+    Bool,
+    Enum,
+    Field,
+    Int,
+    ListOf,
+    Number,
+    Section,
+    Spec,
+    Str,
+)
+from determined.config.lengths import Length, length_unit, length_value
+
+MAX_ALLOWED_TRIALS = 2000
+MODES = ("standard", "aggressive", "conservative")
+
+_COMMON = {
+    "metric": Field(Str(nonempty=True, allowed="the name of a validation metric (a string)"), REQUIRED),
+    "smaller_is_better": Field(Bool(), True),
+    "source_trial_id": Field(Int(minimum=1), None),
+    "source_checkpoint_uuid": Field(Str(nonempty=True), None),
+}
+
+
+def _max_length() -> Field:
+    return Field(Length(positive=True), REQUIRED)
+
+
+def _max_trials(maximum: Any = None) -> Field:
+    return Field(Int(minimum=1, maximum=maximum), REQUIRED, hint="the number of trials to create, a positive int")
+
+
+_DIVISOR = Field(Number(minimum=1, exclusive_min=True), 4)
+_MAX_RUNGS = Field(Int(minimum=1), 5)
+_MODE = Field(Enum(*MODES), "standard")
+_CONCURRENT = Field(Int(minimum=0), 0)
+_BRACKET_RUNGS = Field(ListOf(Int(minimum=1), nonempty=True), None)
+
+METHOD_FIELDS: Dict[str, Dict[str, Field]] = {
+    "single": {"max_length": _max_length()},
+    "random": {"max_length": _max_length(), "max_trials": _max_trials(), "max_concurrent_trials": _CONCURRENT},
+    "grid": {"max_length": _max_length(), "max_concurrent_trials": _CONCURRENT},
+    "adaptive_asha": {
+        "max_length": _max_length(),
+        "max_trials": _max_trials(),
+        "mode": _MODE,
+        "divisor": _DIVISOR,
+        "max_rungs": _MAX_RUNGS,
+        "max_concurrent_trials": _CONCURRENT,
+        "bracket_rungs": _BRACKET_RUNGS,
+    },
+    "adaptive_simple": {
+        "max_length": _max_length(),
+        "max_trials": _max_trials(maximum=MAX_ALLOWED_TRIALS),
+        "mode": _MODE,
+        "divisor": _DIVISOR,
+        "max_rungs": _MAX_RUNGS,
+    },
+    "adaptive": {
+        "max_length": _max_length(),
+        "budget": Field(Length(positive=True), REQUIRED, hint="the total length of all trials, in max_length's unit"),
+        "mode": _MODE,
+        "divisor": _DIVISOR,
+        "max_rungs": _MAX_RUNGS,
+        "bracket_rungs": _BRACKET_RUNGS,
+        "train_stragglers": Field(Bool(), True),
+    },
+    "pbt": {
+        "population_size": Field(Int(minimum=1), REQUIRED),
+        "num_rounds": Field(Int(minimum=1), REQUIRED),
+        "length_per_round": Field(Length(positive=True), REQUIRED),
+        "replace_function": Field(
+            Section({"truncate_fraction": Field(Number(minimum=0, maximum=0.5), REQUIRED)}), REQUIRED,
+            hint="{truncate_fraction: <0..0.5>}",
+        ),
+        "explore_function": Field(
+            Section(
+                {
+                    "resample_probability": Field(Number(minimum=0, maximum=1), REQUIRED),
+                    "perturb_factor": Field(Number(minimum=0, maximum=1), REQUIRED),
+                }
+            ),
+            REQUIRED,
+            hint="{resample_probability: <0..1>, perturb_factor: <0..1>}",
+        ),
+    },
+    "sync_halving": {
+        "num_rungs": Field(Int(minimum=1), REQUIRED),
+        "max_length": _max_length(),
+        "budget": Field(Length(positive=True), REQUIRED, hint="the total length of all trials, in max_length's unit"),
+        "divisor": _DIVISOR,
+        "train_stragglers": Field(Bool(), True),
+    },
+    "async_halving": {
+        "num_rungs": Field(Int(minimum=1), REQUIRED),
+        "max_length": _max_length(),
+        "max_trials": _max_trials(),
+        "divisor": _DIVISOR,
+        "max_concurrent_trials": _CONCURRENT,
+    },
+}
+SEARCHER_NAMES = tuple(METHOD_FIELDS)
+LENGTH_FIELDS = ("max_length", "budget", "length_per_round")
+_EXAMPLE = "e.g. {name: single, metric: validation_loss, max_length: {batches: 1000}}"
+
+
+def _budget_exceeds_max_length(out: Dict[str, Any], problems: Problems) -> None:
+    budget, max_length = out.get("budget"), out.get("max_length")
+    if budget is INVALID or max_length is INVALID or budget is None or max_length is None:
+        return
+    if length_unit(budget) != length_unit(max_length):
+        problems.add(
+            "searcher.budget",
+            f"is in {length_unit(budget)} but max_length is in {length_unit(max_length)}",
+            "give budget and max_length in the same unit",
+        )
+    elif length_value(budget) <= length_value(max_length):
+        problems.add(
+            "searcher.budget",
+            f"{length_value(budget)} {length_unit(budget)} is not more than max_length "
+            f"({length_value(max_length)} {length_unit(max_length)})",
+            "budget must be greater than max_length",
+        )
+
+
+_METHOD_RULES: Dict[str, List[Callable[[Dict[str, Any], Problems], None]]] = {
+    "adaptive": [_budget_exceeds_max_length],
+    "sync_halving": [_budget_exceeds_max_length],
+}
+
+
+class SearcherSpec(Spec):
+    allowed = "a mapping with name (one of " + ", ".join(SEARCHER_NAMES) + f"), metric and the method's fields, {_EXAMPLE}"
+
+    def check(self, value: Any, path: str, problems: Problems) -> Any:
+        if not isinstance(value, Mapping):
+            problems.wrong_value(path, value, self.allowed)
+            return INVALID
+        name_path = join_path(path, "name")
+        name = value.get("name")
+        if name is None:
+            problems.missing(name_path, "one of " + ", ".join(SEARCHER_NAMES))
+            return INVALID
+        if Enum(*SEARCHER_NAMES).check(name, name_path, problems) is INVALID:
+            return INVALID
+        section = Section(
+            {**_COMMON, **METHOD_FIELDS[name]}, extra_keys=("name",), unknown_what=f"field for the {name} searcher"
+        )
+        checked = section.check(value, path, problems)
+        out = {"name": name, **checked}
+        for rule in _METHOD_RULES.get(name, []):
+            rule(out, problems)
+        return out
+
+
+def searcher_lengths(searcher: Mapping[str, Any]) -> Dict[str, Any]:
+    """The length fields of a canonical searcher (max_length, budget, length_per_round) that it has."""
+    return {k: searcher[k] for k in LENGTH_FIELDS if isinstance(searcher.get(k), Mapping)}

@@ -1,0 +1,130 @@
+"""`python -m determined.exec.harness`: the entry point of every trial process.
+
+It reads DET_MASTER, DET_TRIAL_ID, DET_ALLOCATION_ID and DET_SESSION_TOKEN, fetches the trial's context and
+the experiment's model definition, unpacks it into a fresh work directory, and runs the trial: the config's
+`entrypoint` Trial class through its controller, or the Native API command's script. Exit status 0 when
+the trial finished or was preempted; 1 when the user's code failed; 3 when the master stayed unreachable.
+"""
+import logging
+import os
+import pathlib
+import runpy
+import shutil
+import sys
+import tempfile
+import traceback
+from typing import Any, Dict, List, Optional
+
+from determined import core, errors
+from determined.common import data_dir
+from determined.common.api import Session
+from determined.core._context import MASTER_RETRIES
+from determined.exec._model_def import extract_model_def
+
+logger = logging.getLogger("determined.harness")
+
+EXIT_OK = 0
+EXIT_USER_ERROR = 1
+EXIT_MASTER_UNREACHABLE = 3
+
+
+def _setup_logging() -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    for noisy in ("httpx", "httpcore"):  # one line per request (preemption polls every second) is noise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _required_env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise errors.DeterminedError(
+            f"environment variable {name} is not set: the harness runs inside trial processes started by a master"
+        )
+    return value
+
+
+def _make_work_dir(trial_id: int) -> pathlib.Path:
+    base = data_dir() / "work"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        return pathlib.Path(tempfile.mkdtemp(prefix=f"trial-{trial_id}-", dir=base))
+    except OSError:
+        return pathlib.Path(tempfile.mkdtemp(prefix=f"det-trial-{trial_id}-"))
+
+
+def _run_native_command(command: List[str]) -> None:
+    script = command[0]
+    if not pathlib.Path(script).is_file():
+        raise errors.DeterminedError(
+            f"the Native API command's script {script!r} is not in the model directory"
+        )
+    sys.argv = list(command)
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise
+
+
+def _run(session: Session, trial_id: int) -> None:
+    context: Dict[str, Any] = session.get(f"/trials/{trial_id}/context")
+    experiment_id = int(context["experiment_id"])
+    config: Dict[str, Any] = context["config"]
+    model_def = session.get(f"/experiments/{experiment_id}/model_def")
+    work_dir = _make_work_dir(trial_id)
+    previous_cwd = os.getcwd()
+    try:
+        extract_model_def(model_def["b64_tgz"], str(work_dir))
+        os.chdir(work_dir)
+        sys.path.insert(0, str(work_dir))
+        native_command: Optional[List[str]] = ((config.get("internal") or {}).get("native") or {}).get("command")
+        logger.info(
+            "trial %d of experiment %d starting in %s (%s)", trial_id, experiment_id, work_dir,
+            f"native command {native_command}" if native_command else f"entrypoint {config.get('entrypoint')}",
+        )
+        if native_command:
+            _run_native_command(native_command)
+        else:
+            from determined import _execution
+
+            trial_class = _execution.load_trial_class(config.get("entrypoint") or "", str(work_dir))
+            with core.init() as core_context:
+                _execution.run_trial(trial_class, core_context)
+    finally:
+        os.chdir(previous_cwd)
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def main() -> int:
+    _setup_logging()
+    try:
+        master = _required_env("DET_MASTER")
+        trial_id = int(_required_env("DET_TRIAL_ID"))
+    except (errors.DeterminedError, ValueError) as e:
+        print(f"harness: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    session = Session(master, os.environ.get("DET_SESSION_TOKEN") or None, retries=MASTER_RETRIES)
+    try:
+        _run(session, trial_id)
+    except errors.MasterNotFoundError as e:
+        logger.error("giving up: %s", e)
+        print(f"harness: {e}", file=sys.stderr)
+        return EXIT_MASTER_UNREACHABLE
+    except BaseException as e:  # noqa: B036 -- the user's code may raise anything, even SystemExit(1)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        traceback.print_exc(file=sys.stderr)
+        logger.error("trial %d failed: %s", trial_id, e.__class__.__name__)
+        return EXIT_USER_ERROR
+    finally:
+        session.close()
+    logger.info("trial %d exits normally", trial_id)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Following an experiment from a client: a live progress display, and the final summary."""
+import math
+import time
+from typing import Any, Dict, List, Optional
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from determined.common.api import Session
+
+TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
+
+
+def _fmt_metric(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _fmt_hparams(hparams: Dict[str, Any], limit: int = 60) -> str:
+    parts = []
+    for k, v in sorted(hparams.items()):
+        if k == "global_batch_size":
+            continue
+        parts.append(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}")
+    text = " ".join(parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _target_batches(trial: Dict[str, Any]) -> Optional[int]:
+    return trial.get("target_batches")
+
+
+def trials_table(experiment: Dict[str, Any], trials: List[Dict[str, Any]], title: Optional[str] = None) -> Table:
+    metric = experiment.get("searcher_metric") or "metric"
+    table = Table(title=title, title_justify="left")
+    table.add_column("trial", justify="right")
+    table.add_column("state")
+    table.add_column("batches", justify="right")
+    table.add_column(f"best {metric}", justify="right")
+    table.add_column("restarts", justify="right")
+    table.add_column("hyperparameters")
+    best_id = experiment.get("best_trial_id")
+    for t in sorted(trials, key=lambda t: t["id"]):
+        style = "bold green" if t["id"] == best_id else None
+        target = _target_batches(t)
+        batches = f"{t.get('total_batches', 0)}" + (f"/{target}" if target else "")
+        table.add_row(
+            str(t["id"]),
+            t["state"],
+            batches,
+            _fmt_metric(t.get("best_validation")),
+            str(t.get("restarts", 0)),
+            _fmt_hparams(t.get("hparams") or {}),
+            style=style,
+        )
+    return table
+
+
+def _header(experiment: Dict[str, Any]) -> Text:
+    progress = experiment.get("progress") or 0.0
+    best = experiment.get("best_validation")
+    metric = experiment.get("searcher_metric")
+    text = Text()
+    text.append(f"Experiment {experiment['id']} ", style="bold")
+    text.append(f"{experiment['state']}  ")
+    text.append(f"progress {progress * 100:5.1f}%  ")
+    text.append(f"trials {experiment.get('num_trials', 0)}  ")
+    text.append(f"best {metric}: {_fmt_metric(best)}")
+    return text
+
+
+def follow(session: Session, experiment_id: int, console: Optional[Console] = None, interval: float = 0.5) -> Dict[str, Any]:
+    """Show live progress until the experiment reaches a terminal state or is paused; returns the final describe."""
+    console = console or Console()
+    desc = session.get(f"/experiments/{experiment_id}")
+    with Live(console=console, refresh_per_second=4, transient=True) as live:
+        while True:
+            exp, trials = desc["experiment"], desc["trials"]
+            live.update(Group(_header(exp), trials_table(exp, trials)))
+            if exp["state"] in TERMINAL_STATES or exp["state"] == "PAUSED":
+                break
+            time.sleep(interval)
+            desc = session.get(f"/experiments/{experiment_id}")
+    return desc
+
+
+def best_checkpoint(session: Session, experiment: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The checkpoint with the best searcher metric of the experiment, if any."""
+    ckpts = session.get(f"/experiments/{experiment['id']}/checkpoints")["checkpoints"]
+    metric = experiment.get("searcher_metric")
+    sib = experiment.get("smaller_is_better", True)
+    scored = [
+        c for c in ckpts
+        if c.get("state") == "COMPLETED" and isinstance((c.get("validation_metrics") or {}).get(metric), (int, float))
+    ]
+    if not scored:
+        return None
+    return sorted(scored, key=lambda c: c["validation_metrics"][metric] * (1 if sib else -1))[0]
+
+
+def print_summary(session: Session, desc: Dict[str, Any], console: Optional[Console] = None) -> None:
+    console = console or Console()
+    exp, trials = desc["experiment"], desc["trials"]
+    console.print(trials_table(exp, trials, title=f"Experiment {exp['id']}: {exp['state']}"))
+    best = best_checkpoint(session, exp)
+    metric = exp.get("searcher_metric")
+    if exp.get("best_trial_id") is not None:
+        console.print(f"Best trial: {exp['best_trial_id']}  {metric} = {_fmt_metric(exp.get('best_validation'))}")
+    if best:
+        console.print(
+            f"Best checkpoint: {best['uuid']} (trial {best['trial_id']}, batch {best['steps_completed']}, "
+            f"{metric} = {_fmt_metric(best['validation_metrics'][metric])})"
+        )

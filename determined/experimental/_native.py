@@ -1,0 +1,123 @@
+"""The Native API entry points of seed 002: create() and create_trial_instance()."""
+import os
+import pathlib
+import random
+import sys
+from typing import Any, Dict, List, Optional, Type
+
+from determined import config as det_config, errors
+from determined.experimental import _connect, _run
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_dict") and callable(value.to_dict):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _native_command(command: Optional[List[str]], context_dir: str) -> List[str]:
+    if command:
+        return list(command)
+    argv = list(sys.argv)
+    if not argv or not argv[0] or argv[0] in ("-c", "-m") or not pathlib.Path(argv[0]).is_file():
+        raise errors.DeterminedError(
+            "create(): cannot infer the training command from sys.argv (running in IPython, a notebook or "
+            "`python -c`?); pass command=['train.py', ...] naming the script inside context_dir"
+        )
+    script = pathlib.Path(argv[0]).resolve()
+    try:
+        argv[0] = script.relative_to(pathlib.Path(context_dir).resolve()).as_posix()
+    except ValueError:
+        raise errors.DeterminedError(
+            f"create(): the script {str(script)!r} is not inside context_dir {context_dir!r}; the trials run it "
+            "from the uploaded context dir, so put the script there or pass context_dir= its folder"
+        ) from None
+    return argv
+
+
+def test_config(raw: Dict[str, Any], seed: Optional[int] = None) -> Dict[str, Any]:
+    """The cluster test-mode config of an experiment: one batch, one validation, one checkpoint."""
+    canonical = det_config.load_experiment_config(raw)
+    rng = random.Random(seed)
+    hparams = det_config.sample_hparams(canonical["hyperparameters"], rng)
+    return det_config.make_test_config(canonical, hparams)
+
+
+def create(
+    trial_def: Type[Any],
+    config: Optional[Dict[str, Any]] = None,
+    local: bool = False,
+    test: bool = False,
+    context_dir: str = "",
+    command: Optional[List[str]] = None,
+    master_url: Optional[str] = None,
+) -> Any:
+    """Create an experiment.
+
+    Args:
+        trial_def: A class definition implementing the ``determined.Trial`` interface.
+        config: A dictionary representing the experiment configuration to be associated with the experiment.
+        local: A boolean indicating if training should be done locally. When ``False``, the experiment will be
+            submitted to the Determined cluster (or, with no master configured, run on the embedded master of
+            the local data dir). Defaults to ``False``.
+        test: A boolean indicating if the experiment should be shortened to a minimal loop of training on a small
+            amount of data, performing validation, and checkpointing.
+        context_dir: A string filepath that defines the context directory. All model code will be executed with
+            this as the current working directory. When ``local=False`` it is required; when ``local=True`` it
+            defaults to the current working directory.
+        command: The entrypoint of the training script in the task environment; inferred from ``sys.argv``.
+        master_url: The master URL when ``local=False``; defaults to ``DET_MASTER``.
+    """
+    from determined import _execution
+
+    if os.environ.get("DET_TRIAL_ID"):
+        return _execution.run_native_trial(trial_def)
+
+    raw = _jsonable(dict(config or {}))
+    if local and test:
+        return _execution.test_one_batch(trial_def, raw)
+
+    if not context_dir:
+        if not local:
+            raise errors.DeterminedError(
+                "create(): context_dir is required when local=False: it is the directory uploaded with the "
+                "experiment (for example context_dir='.')"
+            )
+        context_dir = os.getcwd()
+    if not pathlib.Path(context_dir).is_dir():
+        raise errors.DeterminedError(f"create(): context_dir {context_dir!r} is not a directory")
+
+    internal = dict(raw.get("internal") or {})
+    internal["native"] = {"command": _native_command(command, context_dir)}
+    raw["internal"] = internal
+    if test:
+        raw = test_config(raw)
+    desc = _run.run_experiment(raw, context_dir, master=master_url if not local else None, local=local)
+    return desc["experiment"]["id"]
+
+
+def create_trial_instance(
+    trial_def: Type[Any],
+    checkpoint_dir: str,
+    config: Optional[Dict[str, Any]] = None,
+    hparams: Optional[Dict[str, Any]] = None,
+) -> Any:
+    """Create a trial instance from a Trial class definition, for debugging trial logic anywhere.
+
+    Args:
+        trial_def: A class definition that inherits from the ``det.Trial`` interface.
+        checkpoint_dir: The checkpoint directory that the trial will use for loading and saving checkpoints.
+        config: An optional experiment configuration used to initialize the ``determined.TrialContext``. If not
+            specified, a minimal default is used.
+        hparams: Hyperparameter values; sampled from the config when not given.
+    """
+    from determined import _execution
+
+    return _execution.create_trial_instance(trial_def, checkpoint_dir, _jsonable(config) if config else None, hparams)
+
+
+__all__ = ["create", "create_trial_instance", "_connect"]

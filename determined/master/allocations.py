@@ -1,0 +1,101 @@
+"""Runs of trials: starting one, what its process's exit means, and recovery after a master restart."""
+import logging
+import secrets
+import uuid
+from typing import Optional, Tuple
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from determined import searcher
+from determined.master import states
+from determined.master.db import Experiment, Trial
+from determined.master.experiment import (
+    _check_done,
+    _end_trial,
+    finish_trial,
+    get_experiment,
+    pending_operations,
+    rollback_to_checkpoint,
+)
+
+logger = logging.getLogger("determined.master")
+
+EARLY_EXIT_STATES = {"ERRORED": states.ERROR, "USER_CANCELED": states.CANCELED, "INVALID_HP": states.CANCELED}
+
+
+def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
+    """Record a new run of the trial; returns its allocation id and session token."""
+    exp = get_experiment(s, trial.experiment_id)
+    rollback_to_checkpoint(s, exp, trial)
+    trial.runs += 1
+    trial.allocation_id = uuid.uuid4().hex
+    trial.session_token = secrets.token_urlsafe(24)
+    trial.preempt_requested = False
+    trial.early_exit_reason = None
+    return trial.allocation_id, trial.session_token
+
+
+def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: int, *, master_stopping: bool = False) -> None:
+    """Act on the exit of a trial's process.
+
+    0 after the searcher closed the trial -> COMPLETED; 0 after a preemption -> the trial waits to be
+    rescheduled (PAUSED while its experiment is paused); a reported early exit -> its state; anything else
+    -> a restart from the latest checkpoint, or ERROR once `max_restarts` is exceeded.
+    """
+    trial = s.get(Trial, trial_id)
+    if trial is None or trial.allocation_id != allocation_id:
+        return
+    exp = get_experiment(s, trial.experiment_id)
+    preempted = trial.preempt_requested
+    reason = trial.early_exit_reason
+    trial.allocation_id = None
+    trial.session_token = None
+    trial.preempt_requested = False
+    trial.early_exit_reason = None
+
+    if trial.state in (states.STOPPING_KILLED, states.STOPPING_CANCELED):
+        if exp.state == states.STOPPING_CANCELED:
+            _end_trial(trial, states.CANCELED)
+            _check_done(s, exp)
+        else:
+            finish_trial(s, exp, trial, states.CANCELED, searcher.ExitedReason.USER_CANCELED.value)
+        return
+    if reason is not None:
+        finish_trial(s, exp, trial, EARLY_EXIT_STATES[reason], reason)
+        return
+    if returncode == 0 and trial.close_requested and not pending_operations(s, trial.id):
+        finish_trial(s, exp, trial, states.COMPLETED, None)
+        return
+    if (returncode == 0 and preempted) or master_stopping:
+        rollback_to_checkpoint(s, exp, trial)
+        return
+    _failed(s, exp, trial, returncode)
+
+
+def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int) -> None:
+    trial.restarts += 1
+    max_restarts = int(exp.config.get("max_restarts", 5))
+    if trial.restarts > max_restarts:
+        logger.warning("trial %s failed (exit code %s) after %s restarts: ERROR", trial.id, returncode, max_restarts)
+        rollback_to_checkpoint(s, exp, trial)
+        finish_trial(s, exp, trial, states.ERROR, searcher.ExitedReason.ERRORED.value)
+        return
+    logger.warning("trial %s failed (exit code %s); restart %s of %s from its latest checkpoint",
+                   trial.id, returncode, trial.restarts, max_restarts)
+    rollback_to_checkpoint(s, exp, trial)
+
+
+def recover(s: Session) -> int:
+    """After a master (re)start: runs recorded as live have no process any more; make them ready to restart."""
+    count = 0
+    for trial in s.scalars(select(Trial).where(Trial.allocation_id.is_not(None))):
+        process_exited(s, trial.id, str(trial.allocation_id), 0, master_stopping=True)
+        count += 1
+    for exp in s.scalars(select(Experiment).where(Experiment.state.not_in(sorted(states.EXPERIMENT_TERMINAL)))):
+        _check_done(s, exp)
+    return count
+
+
+def running_trial(s: Session, allocation_id: str) -> Optional[Trial]:
+    return s.scalars(select(Trial).where(Trial.allocation_id == allocation_id)).first()

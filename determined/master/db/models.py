@@ -1,0 +1,130 @@
+"""SQLAlchemy models of the master's database (the schema of migrations/versions/0001_initial.py)."""
+import datetime
+from typing import Any, Optional
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Experiment(Base):
+    __tablename__ = "experiments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    state: Mapped[str] = mapped_column(String(32), index=True)
+    config: Mapped[Any] = mapped_column(JSON)
+    model_def: Mapped[bytes] = mapped_column(LargeBinary)
+    owner: Mapped[str] = mapped_column(String(128), default="determined")
+    searcher_snapshot: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    searcher_shutdown: Mapped[bool] = mapped_column(Boolean, default=False)
+    searcher_failure: Mapped[bool] = mapped_column(Boolean, default=False)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    best_validation: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    best_trial_id: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    start_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    request_id: Mapped[str] = mapped_column(String(64))
+    hparams: Mapped[Any] = mapped_column(JSON)
+    seed: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(32), index=True)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    total_batches: Mapped[int] = mapped_column(Integer, default=0)
+    runs: Mapped[int] = mapped_column(Integer, default=0)
+    allocation_id: Mapped[Optional[str]] = mapped_column(String(64), nullable=True, index=True)
+    session_token: Mapped[Optional[str]] = mapped_column(String(128), nullable=True)
+    preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    close_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    early_exit_reason: Mapped[Optional[str]] = mapped_column(String(32), nullable=True)
+    warm_start_checkpoint_uuid: Mapped[Optional[str]] = mapped_column(String(64), nullable=True)
+    latest_checkpoint_uuid: Mapped[Optional[str]] = mapped_column(String(64), nullable=True)
+    best_validation: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    latest_validation: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    start_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
+
+
+class SearcherOperation(Base):
+    """A `ValidateAfter` queued for a trial: `length` in the searcher's unit, `length_batches` what the trial sees."""
+
+    __tablename__ = "searcher_operations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), index=True)
+    length: Mapped[int] = mapped_column(Integer)
+    length_batches: Mapped[int] = mapped_column(Integer)
+    completed: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class SearcherEvent(Base):
+    """The journal of events fed to an experiment's search method and the operations it answered."""
+
+    __tablename__ = "searcher_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    event: Mapped[Any] = mapped_column(JSON)
+    operations: Mapped[Any] = mapped_column(JSON)
+    time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class TrainingMetrics(Base):
+    __tablename__ = "training_metrics"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), index=True)
+    steps_completed: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[Any] = mapped_column(JSON)
+    batch_metrics: Mapped[Any] = mapped_column(JSON)
+    end_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ValidationMetrics(Base):
+    __tablename__ = "validation_metrics"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), index=True)
+    steps_completed: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[Any] = mapped_column(JSON)
+    end_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(64), unique=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), index=True)
+    state: Mapped[str] = mapped_column(String(32))
+    steps_completed: Mapped[int] = mapped_column(Integer)
+    resources: Mapped[Any] = mapped_column(JSON)
+    framework: Mapped[str] = mapped_column(String(128), default="")
+    format: Mapped[str] = mapped_column(String(128), default="")
+    metadata_: Mapped[Any] = mapped_column("metadata", JSON)
+    determined_version: Mapped[str] = mapped_column(String(64))
+    start_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    end_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class TrialLog(Base):
+    __tablename__ = "trial_logs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), index=True)
+    timestamp: Mapped[datetime.datetime] = mapped_column(DateTime)
+    stream: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text)

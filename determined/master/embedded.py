@@ -1,0 +1,197 @@
+"""A master inside the current process: served on loopback, scheduling trials, guarded by a lock file."""
+import contextlib
+import json
+import logging
+import os
+import pathlib
+import socket
+import threading
+import time
+from typing import Any, Dict, Optional, Sequence
+
+import httpx
+import uvicorn
+
+from determined import errors
+from determined.common.api import Session
+from determined.master.app import create_app
+from determined.master.master import Master
+from determined.master.rm import Slots
+
+logger = logging.getLogger("determined.master")
+
+LOCK_FILE = "master.lock"
+
+
+def _lock_path(data_dir: "str | os.PathLike[str]") -> pathlib.Path:
+    return pathlib.Path(data_dir).expanduser().resolve() / LOCK_FILE
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped) is not a live master
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _read_lock(path: pathlib.Path) -> Optional[Dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url.rstrip("/") + "/api/v1/master/info", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def running_master_url(data_dir: "str | os.PathLike[str]", wait: float = 30.0) -> Optional[str]:
+    """The URL of the live master of `data_dir`, or None; a lock file left by a dead master is removed."""
+    path = _lock_path(data_dir)
+    lock = _read_lock(path)
+    if lock is None:
+        return None
+    pid = lock.get("pid")
+    if not isinstance(pid, int) or not _pid_alive(pid):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return None
+    # A live master that is still starting (no URL yet, or not answering yet) gets a moment: falling back to
+    # opening the database in-process while it migrates would race it.
+    deadline = time.monotonic() + wait
+    while True:
+        url = lock.get("url")
+        if isinstance(url, str) and url and _answers(url):
+            return url
+        if time.monotonic() > deadline or not _pid_alive(pid):
+            return None
+        time.sleep(0.1)
+        lock = _read_lock(path) or {}
+
+
+def in_process_session(data_dir: "str | os.PathLike[str]") -> Session:
+    """A Session on the data dir's API served in-process, with no scheduler: for reading and recording."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # starlette's note that a future version wants httpx2
+        from starlette.testclient import TestClient
+
+        app = create_app(data_dir, run_scheduler=False)
+        client = TestClient(app, base_url="http://in-process")
+    return Session("http://in-process", client=client)
+
+
+class EmbeddedMaster:
+    """A running master; use `start()` to create one, or it as a context manager."""
+
+    def __init__(self, data_dir: pathlib.Path, master: Master, server: uvicorn.Server, thread: threading.Thread,
+                 url: str, lock_path: pathlib.Path) -> None:
+        self.data_dir = data_dir
+        self.master = master
+        self.url = url
+        self._server = server
+        self._thread = thread
+        self._lock_path = lock_path
+        self._stopped = False
+
+    def session(self) -> Session:
+        """A Session talking to this master over HTTP."""
+        return Session(self.url)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Preempt running trials so they checkpoint (up to `timeout` s), kill leftovers, stop serving, unlock."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.master.stop(timeout=timeout)
+        finally:
+            self._server.should_exit = True
+            self._thread.join(timeout=30)
+            with contextlib.suppress(FileNotFoundError):
+                if (_read_lock(self._lock_path) or {}).get("pid") == os.getpid():
+                    self._lock_path.unlink()
+
+    def __enter__(self) -> "EmbeddedMaster":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _take_lock(path: pathlib.Path) -> None:
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            lock = _read_lock(path) or {}
+            pid = lock.get("pid")
+            if isinstance(pid, int) and _pid_alive(pid):
+                raise errors.DeterminedError(
+                    f"another master (pid {pid}) already runs on the data dir {path.parent} at "
+                    f"{lock.get('url') or '(starting)'}; talk to it with DET_MASTER={lock.get('url')} or stop it first"
+                ) from None
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump({"url": "", "pid": os.getpid()}, f)
+        return
+    raise errors.DeterminedError(f"could not take the master lock {path}; remove it if no master runs")
+
+
+def start(
+    data_dir: "str | os.PathLike[str]",
+    *,
+    db_url: Optional[str] = None,
+    slots: Optional[Slots] = None,
+    trial_command: Optional[Sequence[str]] = None,
+    preemption_timeout: Optional[float] = None,
+    startup_timeout: float = 30.0,
+) -> EmbeddedMaster:
+    """Start a master for `data_dir` in this process: migrations, API on 127.0.0.1 (free port), scheduler.
+
+    Experiments left ACTIVE in the database resume. `trial_command` replaces the harness (tests only).
+    """
+    root = pathlib.Path(data_dir).expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    lock_path = _lock_path(root)
+    _take_lock(lock_path)
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        app = create_app(root, db_url, run_scheduler=True, url=url, slots=slots, trial_command=trial_command,
+                         preemption_timeout=preemption_timeout)
+        master: Master = app.state.master
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="determined-master-http",
+                                  daemon=True)
+        thread.start()
+        deadline = time.monotonic() + startup_timeout
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                raise errors.DeterminedError(f"the embedded master did not start serving on {url}")
+            time.sleep(0.02)
+        lock_path.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            lock_path.unlink()
+        raise
+    logger.info("master for %s serving at %s", root, url)
+    return EmbeddedMaster(root, master, server, thread, url, lock_path)

@@ -1,0 +1,287 @@
+"""The experiment state machine: search events in, trials and per-trial operation queues out.
+
+Every function here works inside one database transaction (a SQLAlchemy session) that the caller commits;
+the search method's snapshot is written in the same transaction as the effects of the event that changed it.
+Process control is left to the scheduler, which reads the intent recorded here (`preempt_requested`,
+`STOPPING_KILLED`) and acts on it.
+"""
+import collections
+import hashlib
+import logging
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from determined import searcher
+from determined.master import states
+from determined.master.db import (
+    Checkpoint,
+    Experiment,
+    SearcherEvent,
+    SearcherOperation,
+    TrainingMetrics,
+    Trial,
+    ValidationMetrics,
+    utcnow,
+)
+from determined.master.lengths import to_batches
+from determined.master.problems import RequestProblem, not_found
+
+logger = logging.getLogger("determined.master")
+
+Event = Tuple[str, Dict[str, Any]]
+
+
+# ---------------------------------------------------------------- lookups
+
+
+def get_experiment(s: Session, experiment_id: int) -> Experiment:
+    exp = s.get(Experiment, experiment_id)
+    if exp is None:
+        raise not_found("experiment", experiment_id)
+    return exp
+
+
+def get_trial(s: Session, trial_id: int) -> Trial:
+    trial = s.get(Trial, trial_id)
+    if trial is None:
+        raise not_found("trial", trial_id)
+    return trial
+
+
+def trials_of(s: Session, experiment_id: int) -> List[Trial]:
+    return list(s.scalars(select(Trial).where(Trial.experiment_id == experiment_id).order_by(Trial.id)))
+
+
+def pending_operations(s: Session, trial_id: int) -> List[SearcherOperation]:
+    query = select(SearcherOperation).where(SearcherOperation.trial_id == trial_id, SearcherOperation.completed.is_(False))
+    return list(s.scalars(query.order_by(SearcherOperation.id)))
+
+
+def latest_own_checkpoint(s: Session, trial_id: int) -> Optional[Checkpoint]:
+    query = select(Checkpoint).where(Checkpoint.trial_id == trial_id, Checkpoint.state == states.COMPLETED)
+    return s.scalars(query.order_by(Checkpoint.steps_completed.desc(), Checkpoint.id.desc()).limit(1)).first()
+
+
+def trial_seed(experiment_seed: int, request_id: str) -> int:
+    """A trial's seed, derived from the experiment seed and its request id (stable across restarts)."""
+    digest = hashlib.sha256(f"{experiment_seed}:{request_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % (2**31)
+
+
+def is_running(trial: Trial) -> bool:
+    return trial.allocation_id is not None
+
+
+# ---------------------------------------------------------------- the search method
+
+
+def load_searcher(exp: Experiment) -> searcher.Searcher:
+    method = searcher.Searcher.from_config(exp.config, int(exp.config["reproducibility"]["experiment_seed"]))
+    if exp.searcher_snapshot is not None:
+        method.restore(exp.searcher_snapshot)
+    return method
+
+
+def _dispatch(method: searcher.Searcher, kind: str, args: Dict[str, Any]) -> List[searcher.Operation]:
+    if kind == "initial":
+        return method.initial_operations()
+    if kind == "trial_created":
+        return method.trial_created(args["request_id"])
+    if kind == "validation_completed":
+        return method.validation_completed(args["request_id"], args["metric"], args["length"])
+    if kind == "trial_exited_early":
+        return method.trial_exited_early(args["request_id"], searcher.ExitedReason(args["reason"]))
+    if kind == "trial_closed":
+        return method.trial_closed(args["request_id"])
+    raise ValueError(f"unknown searcher event {kind!r}")
+
+
+def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
+    """Feed events to the experiment's search method and carry out the operations it returns."""
+    if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL:
+        _check_done(s, exp)
+        return
+    method = load_searcher(exp)
+    queue: Deque[Event] = collections.deque(events)
+    while queue:
+        kind, args = queue.popleft()
+        ops = _dispatch(method, kind, args)
+        s.add(SearcherEvent(experiment_id=exp.id, event={"kind": kind, **args},
+                            operations=[searcher.operation_to_dict(op) for op in ops]))
+        for op in ops:
+            queue.extend(_apply_operation(s, exp, method, op))
+        if exp.searcher_shutdown:
+            break
+    exp.searcher_snapshot = method.snapshot()
+    exp.progress = 1.0 if exp.searcher_shutdown else method.progress()
+    s.flush()
+    _check_done(s, exp)
+
+
+def _trial_by_request(s: Session, exp: Experiment, request_id: str) -> Trial:
+    trial = s.scalars(select(Trial).where(Trial.experiment_id == exp.id, Trial.request_id == request_id)).first()
+    if trial is None:
+        raise RuntimeError(f"the search method of experiment {exp.id} named an unknown trial request {request_id}")
+    return trial
+
+
+def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op: searcher.Operation) -> List[Event]:
+    if isinstance(op, searcher.Create):
+        trial = Trial(
+            experiment_id=exp.id,
+            request_id=op.request_id,
+            hparams=dict(op.hparams),
+            seed=trial_seed(int(exp.config["reproducibility"]["experiment_seed"]), op.request_id),
+            state=states.PAUSED if exp.state == states.PAUSED else states.ACTIVE,
+            restarts=0,
+            total_batches=0,
+            runs=0,
+            preempt_requested=False,
+            close_requested=False,
+            warm_start_checkpoint_uuid=_start_checkpoint(s, exp, op.checkpoint),
+        )
+        s.add(trial)
+        s.flush()
+        return [("trial_created", {"request_id": op.request_id})]
+    if isinstance(op, searcher.ValidateAfter):
+        trial = _trial_by_request(s, exp, op.request_id)
+        if trial.state in states.TRIAL_TERMINAL:
+            return []
+        length_batches = to_batches(method.unit, op.length, trial.hparams, exp.config)
+        s.add(SearcherOperation(trial_id=trial.id, length=op.length, length_batches=length_batches, completed=False))
+        s.flush()
+        return []
+    if isinstance(op, searcher.Close):
+        trial = _trial_by_request(s, exp, op.request_id)
+        if trial.state in states.TRIAL_TERMINAL:
+            return []
+        trial.close_requested = True
+        if not is_running(trial) and not pending_operations(s, trial.id):
+            _end_trial(trial, states.COMPLETED)
+            return [("trial_closed", {"request_id": trial.request_id})]
+        return []
+    if isinstance(op, searcher.Shutdown):
+        exp.searcher_shutdown = True
+        exp.searcher_failure = bool(op.failure)
+        for trial in trials_of(s, exp.id):
+            if trial.state in states.TRIAL_TERMINAL:
+                continue
+            s.execute(delete(SearcherOperation).where(SearcherOperation.trial_id == trial.id,
+                                                      SearcherOperation.completed.is_(False)))
+            trial.close_requested = True
+            if not is_running(trial):
+                _end_trial(trial, states.COMPLETED)
+        if exp.state == states.ACTIVE and any(t.state not in states.TRIAL_TERMINAL for t in trials_of(s, exp.id)):
+            exp.state = states.STOPPING_ERROR if op.failure else states.STOPPING_COMPLETED
+        return []
+    raise TypeError(f"unknown searcher operation {op!r}")
+
+
+def _start_checkpoint(s: Session, exp: Experiment, checkpoint: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The uuid of the checkpoint a new trial starts from: a parent's latest (PBT) or a warm start."""
+    if checkpoint is not None:
+        if "uuid" in checkpoint:
+            return str(checkpoint["uuid"])
+        parent = _trial_by_request(s, exp, str(checkpoint["request_id"]))
+        ckpt = latest_own_checkpoint(s, parent.id)
+        if ckpt is None:
+            raise RuntimeError(f"trial {parent.id} has no checkpoint to clone from")
+        return ckpt.uuid
+    return warm_start_checkpoint(s, exp.config)
+
+
+def warm_start_checkpoint(s: Session, config: Dict[str, Any]) -> Optional[str]:
+    """The checkpoint named by `searcher.source_checkpoint_uuid` / `source_trial_id`, checked to exist."""
+    search = config.get("searcher") or {}
+    uuid = search.get("source_checkpoint_uuid")
+    if uuid:
+        ckpt = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
+        if ckpt is None or ckpt.state != states.COMPLETED:
+            raise RequestProblem(400, "invalid warm start", [f"searcher.source_checkpoint_uuid: no completed checkpoint {uuid}"])
+        return str(uuid)
+    source_trial = search.get("source_trial_id")
+    if source_trial:
+        ckpt = latest_own_checkpoint(s, int(source_trial))
+        if ckpt is None:
+            raise RequestProblem(400, "invalid warm start",
+                                 [f"searcher.source_trial_id: trial {source_trial} does not exist or has no completed checkpoint"])
+        return ckpt.uuid
+    return None
+
+
+# ---------------------------------------------------------------- trial and experiment ends
+
+
+def _end_trial(trial: Trial, state: str) -> None:
+    trial.state = state
+    trial.end_time = utcnow()
+    trial.allocation_id = None
+    trial.session_token = None
+    trial.preempt_requested = False
+
+
+def _check_done(s: Session, exp: Experiment) -> None:
+    if exp.state in states.EXPERIMENT_TERMINAL:
+        return
+    trials = trials_of(s, exp.id)
+    if any(t.state not in states.TRIAL_TERMINAL for t in trials):
+        return
+    if exp.state == states.STOPPING_CANCELED:
+        exp.state = states.CANCELED
+    elif exp.searcher_shutdown:
+        all_errored = bool(trials) and all(t.state == states.ERROR for t in trials)
+        exp.state = states.ERROR if (exp.searcher_failure or all_errored) else states.COMPLETED
+    else:
+        return
+    exp.end_time = utcnow()
+
+
+def finish_trial(s: Session, exp: Experiment, trial: Trial, state: str, reason: Optional[str]) -> None:
+    """End a trial and tell the search method (an early exit first when `reason` is given)."""
+    _end_trial(trial, state)
+    if exp.state in (states.STOPPING_CANCELED,):
+        _check_done(s, exp)
+        return
+    events: List[Event] = []
+    if reason is not None:
+        events.append(("trial_exited_early", {"request_id": trial.request_id, "reason": reason}))
+    events.append(("trial_closed", {"request_id": trial.request_id}))
+    feed_searcher(s, exp, events)
+
+
+def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
+    """Delete the trial's metrics reported after its latest checkpoint, so a restart never duplicates them."""
+    ckpt = latest_own_checkpoint(s, trial.id)
+    steps = ckpt.steps_completed if ckpt is not None else 0
+    s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id, TrainingMetrics.steps_completed > steps))
+    s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id, ValidationMetrics.steps_completed > steps))
+    trial.total_batches = steps
+    trial.latest_checkpoint_uuid = ckpt.uuid if ckpt is not None else None
+    s.flush()
+    recompute_best(s, exp)
+
+
+def recompute_best(s: Session, exp: Experiment) -> None:
+    """Recompute the best validations of the experiment and its trials from the stored rows."""
+    metric = exp.config["searcher"]["metric"]
+    smaller = bool(exp.config["searcher"].get("smaller_is_better", True))
+    exp_best: Optional[Tuple[float, int]] = None
+    for trial in trials_of(s, exp.id):
+        rows = list(s.scalars(select(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id)
+                              .order_by(ValidationMetrics.steps_completed, ValidationMetrics.id)))
+        values = [float(r.metrics[metric]) for r in rows if _is_number(r.metrics.get(metric))]
+        trial.latest_validation = rows[-1].metrics if rows else None
+        trial.best_validation = (min(values) if smaller else max(values)) if values else None
+        if trial.best_validation is not None and (exp_best is None or _better(trial.best_validation, exp_best[0], smaller)):
+            exp_best = (trial.best_validation, trial.id)
+    exp.best_validation, exp.best_trial_id = exp_best if exp_best else (None, None)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _better(new: float, old: float, smaller_is_better: bool) -> bool:
+    return new < old if smaller_is_better else new > old

@@ -1,0 +1,12 @@
+"""Converting searcher lengths to the batches a trial process counts."""
+from typing import Any, Mapping
+
+from determined.config import length_to_batches
+
+
+def to_batches(unit: str, value: int, hparams: Mapping[str, Any], config: Mapping[str, Any]) -> int:
+    """`value` `unit`s of the searcher config as batches for a trial with these hyperparameter values."""
+    if unit == "batches":
+        return int(value)
+    return int(length_to_batches({unit: int(value)}, hparams.get("global_batch_size"),
+                                 int(config.get("records_per_epoch") or 0)))

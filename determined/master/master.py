@@ -1,0 +1,202 @@
+"""The Master: database, state machine lock, resource manager and the scheduler thread that ties them."""
+import contextlib
+import logging
+import os
+import pathlib
+import threading
+import time
+from typing import Iterator, List, Optional, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from determined.master import allocations, scheduler, states
+from determined.master.db import Experiment, Trial, default_db_url, make_engine, upgrade
+from determined.master.logs import LogWriter
+from determined.master.rm import LocalResourceManager, Slots, detect_slots
+
+logger = logging.getLogger("determined.master")
+
+DEFAULT_PREEMPTION_TIMEOUT = 60.0
+
+
+class Master:
+    """Owns one data dir's database and, with `run_scheduler`, the trial processes that run its experiments.
+
+    Every change to experiment/trial state happens under `lock` inside `write()`; reads use `read()`.
+    `trial_command` replaces the harness command for tests (see LocalResourceManager).
+    """
+
+    def __init__(
+        self,
+        data_dir: "str | os.PathLike[str]",
+        db_url: Optional[str] = None,
+        *,
+        run_scheduler: bool,
+        url: Optional[str] = None,
+        slots: Optional[Slots] = None,
+        trial_command: Optional[Sequence[str]] = None,
+        preemption_timeout: float = DEFAULT_PREEMPTION_TIMEOUT,
+        poll_interval: float = 0.2,
+    ) -> None:
+        self.data_dir = pathlib.Path(data_dir).expanduser().resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.db_url = db_url or default_db_url(self.data_dir)
+        self.engine = make_engine(self.db_url)
+        upgrade(self.engine)
+        self._reads = sessionmaker(self.engine, expire_on_commit=False)
+        self._writes = sessionmaker(self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False)
+        self.lock = threading.RLock()
+        self.url = url
+        self.run_scheduler = run_scheduler
+        self.preemption_timeout = preemption_timeout
+        self.poll_interval = poll_interval
+        self.rm: Optional[LocalResourceManager] = None
+        self.log_writer: Optional[LogWriter] = None
+        if run_scheduler:
+            self.log_writer = LogWriter(self._writes)
+            self.rm = LocalResourceManager(str(self.data_dir / "work"), self.log_writer.add,
+                                           slots=slots if slots is not None else detect_slots(),
+                                           trial_command=trial_command)
+        self._wake = threading.Event()
+        self._stop_requested = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._started = False
+        self._stopped = False
+
+    # ------------------------------------------------------------ transactions
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        """A transaction that changes state: serialised by the master's lock, committed on success."""
+        with self.lock:
+            with self._writes() as s:
+                with s.begin():
+                    yield s
+        self.wake()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._reads() as s:
+            yield s
+            s.rollback()
+
+    def wake(self) -> None:
+        """Make the scheduler look at the state now rather than at its next poll."""
+        self._wake.set()
+
+    # ------------------------------------------------------------ the scheduler thread
+
+    def start(self, url: Optional[str] = None) -> None:
+        """Resume experiments left ACTIVE and start scheduling (no-op without `run_scheduler`)."""
+        if url is not None:
+            self.url = url
+        if not self.run_scheduler or self._started:
+            return
+        if not self.url:
+            raise ValueError("the master needs its own URL (Master.start(url=...)) to give to trial processes")
+        self._started = True
+        with self.write() as s:
+            recovered = allocations.recover(s)
+        if recovered:
+            logger.info("resuming %s trial(s) left running by a previous master", recovered)
+        assert self.log_writer is not None
+        self.log_writer.start()
+        self._thread = threading.Thread(target=self._run, name="determined-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Preempt running trials so they checkpoint, wait up to `timeout` s, kill what is left, stop."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop_timeout = self.preemption_timeout if timeout is None else timeout
+        if self._thread is not None:
+            self._stop_requested.set()
+            self.wake()
+            self._thread.join()
+        if self.log_writer is not None:
+            self.log_writer.stop()
+        self.engine.dispose()
+
+    def _run(self) -> None:
+        # Trial processes are started from this thread (PR_SET_PDEATHSIG follows the thread that forked
+        # them), so it lives until they are all gone.
+        while not self._stop_requested.is_set():
+            try:
+                self.tick()
+            except Exception:  # the loop must survive a bad tick; the error is in the log
+                logger.exception("scheduler tick failed")
+            self._wake.wait(self.poll_interval)
+            self._wake.clear()
+        self._drain()
+
+    def tick(self) -> None:
+        assert self.rm is not None
+        self._reap()
+        with self.write() as s:
+            running = list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None))))
+            for trial in running:
+                if trial.state == states.STOPPING_KILLED:
+                    self.rm.kill(str(trial.allocation_id))
+                elif trial.preempt_requested:
+                    self.rm.preempt(str(trial.allocation_id), self.preemption_timeout)
+        self.rm.enforce_deadlines()
+        if not self._stop_requested.is_set():
+            self._schedule()
+
+    def _reap(self, *, master_stopping: bool = False) -> None:
+        assert self.rm is not None
+        exits = self.rm.poll_exited()
+        if not exits:
+            return
+        if self.log_writer is not None:
+            self.log_writer.flush()
+        with self.write() as s:
+            for trial_id, allocation_id, code in exits:
+                logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
+                allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
+
+    def _schedule(self) -> None:
+        assert self.rm is not None and self.url is not None
+        free = self.rm.free_slots()
+        if free <= 0:
+            return
+        launches = []
+        with self.write() as s:
+            for trial in scheduler.pick_trials(s, free):
+                exp = s.get(Experiment, trial.experiment_id)
+                assert exp is not None
+                allocation_id, token = allocations.start_allocation(s, trial)
+                launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp)))
+        for trial_id, exp_id, allocation_id, token, slots in launches:
+            try:
+                self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
+                               slots_needed=slots, master_url=self.url)
+            except Exception as e:
+                logger.error("trial %s: could not start its process: %s", trial_id, e)
+                with self.write() as s:
+                    allocations.process_exited(s, trial_id, allocation_id, 127)
+
+    def _drain(self) -> None:
+        """Master shutdown: preempt every run, wait for them to checkpoint and exit, then kill leftovers."""
+        assert self.rm is not None
+        with self.write() as s:
+            for trial in s.scalars(select(Trial).where(Trial.allocation_id.is_not(None))):
+                trial.preempt_requested = True
+        deadline = time.monotonic() + self._stop_timeout
+        while self.rm.running() and time.monotonic() < deadline:
+            self._reap(master_stopping=True)
+            time.sleep(0.05)
+        self.rm.kill_all()
+        while self.rm.running():
+            self._reap(master_stopping=True)
+            time.sleep(0.05)
+
+    # ------------------------------------------------------------ helpers for the API
+
+    def total_slots(self) -> Optional[int]:
+        return self.rm.total_slots if self.rm is not None else None
+
+    def running_allocations(self) -> List[str]:
+        return list(self.rm.running()) if self.rm is not None else []

@@ -1,0 +1,203 @@
+"""The trial side of the protocol: what a trial process pulls and reports (docs/internals.md)."""
+import math
+from typing import Any, Dict, List, Mapping, Optional
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import determined
+from determined.master import states
+from determined.master.db import Checkpoint, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics, utcnow
+from determined.master.experiment import (
+    _better,
+    feed_searcher,
+    get_experiment,
+    get_trial,
+    latest_own_checkpoint,
+    pending_operations,
+)
+from determined.master.problems import RequestProblem
+
+EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP")
+
+
+def authorize(trial: Trial, token: Optional[str]) -> None:
+    """A request that carries a token must carry the token of the trial's current run.
+
+    A process of an earlier run (killed, restarted) is refused, so it cannot report into the new run.
+    Requests without a token (tools on the master's own machine) are allowed.
+    """
+    if token is not None and token != trial.session_token:
+        raise RequestProblem(409, f"trial {trial.id}: this process is not the trial's current run; it should exit")
+
+
+def trial_context(s: Session, trial: Trial) -> Dict[str, Any]:
+    exp = get_experiment(s, trial.experiment_id)
+    own = latest_own_checkpoint(s, trial.id)
+    latest: Optional[Dict[str, Any]] = None
+    steps = 0
+    if own is not None:
+        latest = {"uuid": own.uuid, "steps_completed": own.steps_completed}
+        steps = own.steps_completed
+    elif trial.warm_start_checkpoint_uuid:
+        source = s.scalars(select(Checkpoint).where(Checkpoint.uuid == trial.warm_start_checkpoint_uuid)).first()
+        latest = {"uuid": trial.warm_start_checkpoint_uuid, "steps_completed": source.steps_completed if source else 0}
+    return {
+        "trial_id": trial.id,
+        "experiment_id": exp.id,
+        "config": exp.config,
+        "hparams": trial.hparams,
+        "trial_seed": trial.seed,
+        "latest_checkpoint": latest,
+        "steps_completed": steps,
+    }
+
+
+def next_operation(s: Session, trial: Trial) -> Dict[str, Any]:
+    pending = pending_operations(s, trial.id)
+    if pending:
+        return {"length": pending[0].length_batches}
+    if trial.close_requested or trial.state in states.TRIAL_TERMINAL:
+        return {"completed": True}
+    return {"wait": True}
+
+
+def complete_operation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    length = _int(body, "length")
+    metric = _number(body, "metric")
+    pending = pending_operations(s, trial.id)
+    if not pending:
+        if _already_completed(s, trial.id, length):
+            return {}
+        raise RequestProblem(400, f"trial {trial.id} has no searcher operation in progress; completed length {length} is unexpected")
+    op = pending[0]
+    if op.length_batches != length:
+        if _already_completed(s, trial.id, length):
+            return {}
+        raise RequestProblem(400, f"trial {trial.id}: the operation in progress trains to {op.length_batches} batches, "
+                                  f"but a completion for {length} batches was reported")
+    op.completed = True
+    trial.total_batches = max(trial.total_batches, length)
+    exp = get_experiment(s, trial.experiment_id)
+    feed_searcher(s, exp, [("validation_completed", {"request_id": trial.request_id, "metric": metric, "length": op.length})])
+    return {}
+
+
+def _already_completed(s: Session, trial_id: int, length: int) -> bool:
+    query = select(SearcherOperation).where(SearcherOperation.trial_id == trial_id, SearcherOperation.completed.is_(True),
+                                            SearcherOperation.length_batches == length)
+    return s.scalars(query).first() is not None
+
+
+def report_training(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    steps = _int(body, "steps_completed")
+    metrics = body.get("metrics") or {}
+    batch_metrics = body.get("batch_metrics") or []
+    if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
+        raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
+    s.add(TrainingMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics),
+                          batch_metrics=_json_safe(batch_metrics), end_time=utcnow()))
+    trial.total_batches = max(trial.total_batches, steps)
+    return {}
+
+
+def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    steps = _int(body, "steps_completed")
+    metrics = body.get("metrics")
+    if not isinstance(metrics, Mapping):
+        raise RequestProblem(400, "validation metrics: expected an object of metrics")
+    exp = get_experiment(s, trial.experiment_id)
+    name = exp.config["searcher"]["metric"]
+    smaller = bool(exp.config["searcher"].get("smaller_is_better", True))
+    value = metrics.get(name)
+    if value is None:
+        reported = ", ".join(sorted(map(str, metrics))) or "none"
+        raise RequestProblem(400, f"the searcher metric {name!r} is missing from the validation metrics "
+                                  f"(reported: {reported}); return it from the validation or change searcher.metric",
+                             [f"searcher.metric: {name!r} not among the reported metrics: {reported}"])
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
+        raise RequestProblem(400, f"the searcher metric {name!r} must be a number, got {value!r}")
+    value = float(value)
+    s.add(ValidationMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics), end_time=utcnow()))
+    trial.latest_validation = _json_safe(metrics)
+    trial.total_batches = max(trial.total_batches, steps)
+    if trial.best_validation is None or _better(value, trial.best_validation, smaller):
+        trial.best_validation = value
+    is_best = exp.best_validation is None or _better(value, exp.best_validation, smaller) or (
+        value == exp.best_validation and exp.best_trial_id == trial.id)
+    if exp.best_validation is None or _better(value, exp.best_validation, smaller):
+        exp.best_validation = value
+        exp.best_trial_id = trial.id
+    return {"is_best": bool(is_best)}
+
+
+def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    uuid = body.get("uuid")
+    if not isinstance(uuid, str) or not uuid:
+        raise RequestProblem(400, "checkpoint: a non-empty string uuid is required")
+    steps = _int(body, "steps_completed")
+    resources = body.get("resources") or {}
+    metadata = body.get("metadata") or {}
+    if not isinstance(resources, Mapping) or not isinstance(metadata, Mapping):
+        raise RequestProblem(400, "checkpoint: resources and metadata must be objects")
+    existing = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
+    if existing is not None:
+        if existing.trial_id != trial.id:
+            raise RequestProblem(409, f"checkpoint {uuid} already belongs to trial {existing.trial_id}")
+        return {}
+    now = utcnow()
+    s.add(Checkpoint(uuid=uuid, experiment_id=trial.experiment_id, trial_id=trial.id, state=states.COMPLETED,
+                     steps_completed=steps, resources=_json_safe(resources), framework=str(body.get("framework") or ""),
+                     format=str(body.get("format") or ""), metadata_=_json_safe(metadata),
+                     determined_version=determined.__version__, start_time=now, end_time=now))
+    s.flush()
+    latest = latest_own_checkpoint(s, trial.id)
+    trial.latest_checkpoint_uuid = latest.uuid if latest is not None else uuid
+    trial.total_batches = max(trial.total_batches, steps)
+    return {}
+
+
+def early_exit(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    reason = body.get("reason")
+    if reason not in EXIT_REASONS:
+        raise RequestProblem(400, f"early exit: reason must be one of {', '.join(EXIT_REASONS)}, got {reason!r}")
+    trial.early_exit_reason = str(reason)
+    return {}
+
+
+def preemption_signal(s: Session, allocation_id: str) -> Dict[str, Any]:
+    trial = s.scalars(select(Trial).where(Trial.allocation_id == allocation_id)).first()
+    if trial is None:
+        return {"preempt": True}  # an allocation that is no longer current must stop
+    return {"preempt": bool(trial.preempt_requested)}
+
+
+def _int(body: Mapping[str, Any], key: str) -> int:
+    value = body.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RequestProblem(400, f"{key}: expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _number(body: Mapping[str, Any], key: str) -> float:
+    value = body.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RequestProblem(400, f"{key}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _json_safe(value: Any) -> Any:
+    """JSON data with NaN and infinities replaced by None (SQLite's JSON cannot hold them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+__all__: List[str] = [
+    "authorize", "complete_operation", "early_exit", "next_operation", "preemption_signal", "report_checkpoint",
+    "report_training", "report_validation", "trial_context",
+]

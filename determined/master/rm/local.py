@@ -1,0 +1,181 @@
+"""The local resource manager: one process per trial run on this machine, its output captured as trial logs."""
+import ctypes
+import dataclasses
+import datetime
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
+
+from determined.master.rm.slots import Slots, detect_slots
+
+logger = logging.getLogger("determined.master")
+
+LogSink = Callable[[int, datetime.datetime, str, str], None]
+DEFAULT_TRIAL_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.harness")
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+@dataclasses.dataclass
+class TrialProcess:
+    trial_id: int
+    allocation_id: str
+    popen: "subprocess.Popen[bytes]"
+    slots: List[int]
+    work_dir: str
+    readers: List[threading.Thread]
+    preempt_deadline: Optional[float] = None
+    killed: bool = False
+
+
+class LocalResourceManager:
+    """Starts trial processes on free slots of this machine, watches them, preempts and kills them.
+
+    `trial_command` replaces `python -m determined.exec.harness` as the program a trial runs; it exists for
+    tests of the master that use a small fake trial program instead of the real harness.
+    """
+
+    def __init__(
+        self,
+        work_root: str,
+        log_sink: LogSink,
+        *,
+        slots: Optional[Slots] = None,
+        trial_command: Optional[Sequence[str]] = None,
+    ) -> None:
+        self.work_root = work_root
+        self.log_sink = log_sink
+        self.slots = slots if slots is not None else detect_slots()
+        self.trial_command = list(trial_command) if trial_command else list(DEFAULT_TRIAL_COMMAND)
+        self._processes: Dict[str, TrialProcess] = {}
+        self._used: set = set()
+
+    # ------------------------------------------------------------ capacity
+
+    @property
+    def total_slots(self) -> int:
+        return self.slots.total
+
+    def free_slots(self) -> int:
+        return self.slots.total - len(self._used)
+
+    def running(self) -> Dict[str, TrialProcess]:
+        return dict(self._processes)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
+               master_url: str) -> TrialProcess:
+        """Start a run of a trial on `slots_needed` free slots."""
+        free = [i for i in range(self.slots.total) if i not in self._used]
+        if len(free) < slots_needed:
+            raise RuntimeError(f"trial {trial_id} needs {slots_needed} slots but only {len(free)} are free")
+        chosen = free[:slots_needed]
+        work_dir = os.path.join(self.work_root, allocation_id)
+        os.makedirs(work_dir, exist_ok=True)
+        env = dict(os.environ)
+        cores = os.cpu_count() or 1
+        if self.slots.kind == "gpu":
+            visible = ",".join(self.slots.gpus[i] for i in chosen)
+            threads = max(1, cores * slots_needed // max(1, self.slots.total))
+        else:
+            visible = ""
+            threads = max(1, cores // max(1, self.slots.total)) * slots_needed
+        env.update({
+            "DET_MASTER": master_url,
+            "DET_TRIAL_ID": str(trial_id),
+            "DET_EXPERIMENT_ID": str(experiment_id),
+            "DET_ALLOCATION_ID": allocation_id,
+            "DET_SESSION_TOKEN": token,
+            "CUDA_VISIBLE_DEVICES": visible,
+            "OMP_NUM_THREADS": str(threads),
+            "PYTHONUNBUFFERED": "1",
+        })
+        popen = subprocess.Popen(
+            self.trial_command,
+            cwd=work_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        readers = [self._reader(trial_id, "stdout", popen.stdout), self._reader(trial_id, "stderr", popen.stderr)]
+        proc = TrialProcess(trial_id, allocation_id, popen, chosen, work_dir, readers)
+        self._processes[allocation_id] = proc
+        self._used.update(chosen)
+        logger.info("trial %s: started run %s (pid %s) on %s slot(s) %s", trial_id, allocation_id, popen.pid,
+                    self.slots.kind, chosen)
+        return proc
+
+    def _reader(self, trial_id: int, stream: str, pipe: Optional[IO[bytes]]) -> threading.Thread:
+        def read() -> None:
+            assert pipe is not None
+            for raw in iter(pipe.readline, b""):
+                now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+                self.log_sink(trial_id, now, stream, raw.decode("utf-8", errors="replace").rstrip("\n"))
+            pipe.close()
+
+        thread = threading.Thread(target=read, name=f"trial-{trial_id}-{stream}", daemon=True)
+        thread.start()
+        return thread
+
+    def poll_exited(self) -> List[Tuple[int, str, int]]:
+        """Runs whose process has ended, as (trial id, allocation id, exit code); their slots are freed."""
+        exited = []
+        for allocation_id, proc in list(self._processes.items()):
+            code = proc.popen.poll()
+            if code is None:
+                continue
+            for reader in proc.readers:
+                reader.join(timeout=2.0)
+            self._kill_group(proc)  # leftovers the trial started in its session
+            del self._processes[allocation_id]
+            self._used.difference_update(proc.slots)
+            shutil.rmtree(proc.work_dir, ignore_errors=True)
+            exited.append((proc.trial_id, allocation_id, code))
+        return exited
+
+    def preempt(self, allocation_id: str, timeout: float) -> None:
+        """The run was asked (through the preemption signal) to checkpoint and exit; kill it after `timeout` s."""
+        proc = self._processes.get(allocation_id)
+        if proc is not None and proc.preempt_deadline is None:
+            proc.preempt_deadline = time.monotonic() + timeout
+
+    def enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        for allocation_id, proc in list(self._processes.items()):
+            if proc.preempt_deadline is not None and now > proc.preempt_deadline and not proc.killed:
+                logger.warning("trial %s did not exit after preemption; killing it", proc.trial_id)
+                self.kill(allocation_id)
+
+    def kill(self, allocation_id: str) -> None:
+        """SIGKILL the run's whole process group."""
+        proc = self._processes.get(allocation_id)
+        if proc is not None and not proc.killed:
+            proc.killed = True
+            self._kill_group(proc)
+
+    def kill_all(self) -> None:
+        for allocation_id in list(self._processes):
+            self.kill(allocation_id)
+
+    @staticmethod
+    def _kill_group(proc: TrialProcess) -> None:
+        try:
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

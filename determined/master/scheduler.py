@@ -1,0 +1,71 @@
+"""Choosing which trials get free slots: fair share across experiments, FIFO within and on ties."""
+import dataclasses
+from typing import Dict, List
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from determined.master import states
+from determined.master.actions import config_value
+from determined.master.db import Experiment, SearcherOperation, Trial
+
+
+@dataclasses.dataclass
+class _Demand:
+    exp: Experiment
+    waiting: List[Trial]
+    running_trials: int
+    running_slots: int
+    slots_per_trial: int
+    max_slots: int  # 0: no limit
+    max_concurrent: int  # 0: no limit
+    weight: float
+
+
+def slots_per_trial(exp: Experiment) -> int:
+    return int(config_value(exp.config, "resources", "slots_per_trial", default=1))
+
+
+def pick_trials(s: Session, free_slots: int) -> List[Trial]:
+    """Trials to start now on `free_slots` slots, honouring slots_per_trial, max_slots and max_concurrent_trials."""
+    demands: Dict[int, _Demand] = {}
+    for exp in s.scalars(select(Experiment).where(Experiment.state == states.ACTIVE).order_by(Experiment.id)):
+        per_trial = slots_per_trial(exp)
+        demands[exp.id] = _Demand(exp=exp, waiting=[], running_trials=0, running_slots=0, slots_per_trial=per_trial,
+                                  max_slots=int(config_value(exp.config, "resources", "max_slots", default=0) or 0),
+                                  max_concurrent=int(config_value(exp.config, "searcher", "max_concurrent_trials", default=0) or 0),
+                                  weight=float(config_value(exp.config, "resources", "weight", default=1) or 1))
+    if not demands:
+        return []
+    has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id, SearcherOperation.completed.is_(False)).exists()
+    trials = s.scalars(select(Trial).where(Trial.experiment_id.in_(list(demands))).order_by(Trial.id))
+    for trial in trials:
+        demand = demands[trial.experiment_id]
+        if trial.allocation_id is not None:
+            demand.running_trials += 1
+            demand.running_slots += demand.slots_per_trial
+    waiting = s.scalars(select(Trial).where(
+        Trial.experiment_id.in_(list(demands)), Trial.state == states.ACTIVE, Trial.allocation_id.is_(None),
+        has_work | Trial.close_requested.is_(True)).order_by(Trial.id))
+    for trial in waiting:
+        demands[trial.experiment_id].waiting.append(trial)
+
+    picked: List[Trial] = []
+    while True:
+        candidates = [d for d in demands.values() if d.waiting and _may_grow(d) and d.slots_per_trial <= free_slots]
+        if not candidates:
+            return picked
+        demand = min(candidates, key=lambda d: (d.running_slots / d.weight, d.exp.id))
+        trial = demand.waiting.pop(0)
+        picked.append(trial)
+        free_slots -= demand.slots_per_trial
+        demand.running_trials += 1
+        demand.running_slots += demand.slots_per_trial
+
+
+def _may_grow(d: _Demand) -> bool:
+    if d.max_concurrent and d.running_trials >= d.max_concurrent:
+        return False
+    if d.max_slots and d.running_slots + d.slots_per_trial > d.max_slots:
+        return False
+    return True

@@ -1,0 +1,163 @@
+"""What a PyTorchTrial checkpoint holds: state_dict.pth and load_data.json; writing, reading, rebuilding."""
+import importlib
+import json
+import logging
+import pathlib
+import random
+from typing import Any, Dict, List, Optional
+
+import cloudpickle
+import numpy as np
+import torch
+
+from determined import errors
+
+logger = logging.getLogger("determined.pytorch")
+
+STATE_FILE = "state_dict.pth"
+LOAD_DATA_FILE = "load_data.json"
+# Where older releases put the state file, tried in order after STATE_FILE.
+LEGACY_STATE_FILES = ("determined/state_dict.pth", "pedl/state_dict.pth", "checkpoint.pt")
+FORMAT = "cloudpickle"
+
+
+def framework() -> str:
+    return f"torch-{torch.__version__}"
+
+
+def capture_rng_state(device: torch.device) -> Dict[str, Any]:
+    state: Dict[str, Any] = {
+        "cpu_rng_state": torch.get_rng_state(),
+        "np_rng_state": np.random.get_state(),
+        "random_rng_state": random.getstate(),
+    }
+    if device.type == "cuda":
+        state["gpu_rng_state"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def restore_rng_state(state: Dict[str, Any], device: torch.device) -> None:
+    if "cpu_rng_state" in state:
+        torch.set_rng_state(state["cpu_rng_state"])
+    if "np_rng_state" in state:
+        np.random.set_state(state["np_rng_state"])
+    if "random_rng_state" in state:
+        random.setstate(state["random_rng_state"])
+    if device.type == "cuda" and state.get("gpu_rng_state") is not None:
+        torch.cuda.set_rng_state(state["gpu_rng_state"], device)
+
+
+def write_checkpoint(path: pathlib.Path, state: Dict[str, Any], load_data: Dict[str, Any]) -> None:
+    """Write state_dict.pth (torch.save with cloudpickle) and load_data.json into `path`."""
+    torch.save(state, str(path / STATE_FILE), pickle_module=cloudpickle)
+    with open(path / LOAD_DATA_FILE, "w") as f:
+        json.dump(load_data, f, indent=2, default=str)
+
+
+def read_state(path: pathlib.Path, **torch_load_kwargs: Any) -> Dict[str, Any]:
+    """The state dict of the checkpoint at `path`, with 0.12.10-and-older key names turned into today's."""
+    for name in (STATE_FILE, *LEGACY_STATE_FILES):
+        candidate = path / name
+        if candidate.is_file():
+            break
+    else:
+        raise errors.DeterminedError(
+            f"{path} holds no PyTorch checkpoint: none of {STATE_FILE}, {', '.join(LEGACY_STATE_FILES)} exists"
+        )
+    kwargs = {"weights_only": False, "map_location": "cpu", **torch_load_kwargs}
+    state = torch.load(str(candidate), **kwargs)
+    if not isinstance(state, dict):
+        raise errors.DeterminedError(f"{candidate} does not hold a dict of states; it is not a Determined checkpoint")
+    return normalize_state(state)
+
+
+def normalize_state(state: Dict[str, Any]) -> Dict[str, Any]:
+    """Map the single-model key names of 0.12.10 and older onto the list-valued ones."""
+    state = dict(state)
+    if "models_state_dict" not in state and "model_state_dict" in state:
+        state["models_state_dict"] = [state.pop("model_state_dict")]
+    if "optimizers_state_dict" not in state and "optimizer_state_dict" in state:
+        state["optimizers_state_dict"] = [state.pop("optimizer_state_dict")]
+    if "lr_schedulers_state_dict" not in state and "lr_scheduler" in state:
+        legacy = state.pop("lr_scheduler")
+        state["lr_schedulers_state_dict"] = [] if legacy is None else [legacy]
+    state.setdefault("models_state_dict", [])
+    state.setdefault("optimizers_state_dict", [])
+    state.setdefault("lr_schedulers_state_dict", [])
+    state.setdefault("callbacks", {})
+    return state
+
+
+def load_into(objects: List[Any], states: List[Any], what: str) -> None:
+    if len(objects) != len(states):
+        raise errors.DeterminedError(
+            f"the checkpoint holds {len(states)} {what} but the trial wraps {len(objects)}; a checkpoint can only "
+            f"be restored into a trial that creates the same {what} in the same order"
+        )
+    for obj, state in zip(objects, states):
+        obj.load_state_dict(state)
+
+
+def trial_class_spec(trial_class: type) -> str:
+    return f"{trial_class.__module__}:{trial_class.__qualname__}"
+
+
+def import_trial_class(spec: str) -> type:
+    module_name, _, qualname = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise errors.DeterminedError(
+            f"cannot import {module_name!r} to rebuild the trial {spec}: {e}; put the experiment's model "
+            "definition directory on sys.path first"
+        ) from e
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise errors.DeterminedError(f"module {module_name!r} has no {qualname!r} (trial class {spec})")
+    return obj
+
+
+def read_load_data(path: pathlib.Path) -> Dict[str, Any]:
+    file = path / LOAD_DATA_FILE
+    if not file.is_file():
+        raise errors.DeterminedError(
+            f"{path} has no {LOAD_DATA_FILE}: it is not a checkpoint written by a PyTorchTrial of this platform"
+        )
+    with open(file) as f:
+        return json.load(f)
+
+
+def load_trial_from_checkpoint_path(path: str, **torch_load_kwargs: Any) -> Any:
+    """Rebuild the trial of the checkpoint at `path` and load its weights.
+
+    The trial class is imported by the name recorded in load_data.json, so the experiment's model
+    definition directory must be on sys.path. Returns the trial instance (its models in
+    ``trial.context.models``), or, for a 0.12-API trial, its nn.Module. `torch_load_kwargs` go to
+    torch.load (e.g. map_location).
+    """
+    from determined import core
+    from determined.pytorch._controller import instantiate_trial
+
+    ckpt = pathlib.Path(path)
+    load_data = read_load_data(ckpt)
+    trial_class = import_trial_class(load_data["trial_cls_spec"])
+    state = read_state(ckpt, **torch_load_kwargs)
+    config = load_data.get("experiment_config") or {}
+    core_context = core._make_local_context(
+        checkpoint_dir=str(ckpt.parent),
+        lengths=[],
+        config=config,
+        hparams=load_data.get("hparams") or {},
+        trial_seed=int(load_data.get("trial_seed") or 0),
+    )
+    context = trial_class.trial_context_class(
+        core_context, config, load_data.get("hparams") or {}, int(load_data.get("trial_seed") or 0)
+    )
+    trial = instantiate_trial(trial_class, context)
+    load_into(context.models, state["models_state_dict"], "models")
+    if load_data.get("is_old_api"):
+        model: Optional[torch.nn.Module] = context.models[0] if context.models else None
+        return model
+    return trial

@@ -1,0 +1,56 @@
+"""The interface every checkpoint storage backend implements."""
+import abc
+import contextlib
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import Dict, Iterator
+
+
+class StorageManager(abc.ABC):
+    """Stores checkpoint directories, each named by a storage id (the checkpoint's uuid).
+
+    Implementations make `upload` atomic: a directory named by the id exists in storage only once every
+    one of its files is complete.
+    """
+
+    @abc.abstractmethod
+    def upload(self, src_dir: str, storage_id: str) -> None:
+        """Copy the directory `src_dir` into storage under `storage_id`."""
+
+    @abc.abstractmethod
+    def download(self, storage_id: str, dst_dir: str) -> None:
+        """Copy the stored directory `storage_id` into `dst_dir` (created if missing)."""
+
+    @abc.abstractmethod
+    def delete(self, storage_id: str) -> None:
+        """Remove the stored directory `storage_id`; deleting a missing id is not an error."""
+
+    @abc.abstractmethod
+    def exists(self, storage_id: str) -> bool:
+        """Whether a complete directory is stored under `storage_id`."""
+
+    @contextlib.contextmanager
+    def restore_path(self, storage_id: str) -> Iterator[pathlib.Path]:
+        """A local directory holding the stored files, for reading only while the context is open."""
+        tmp = tempfile.mkdtemp(prefix=f"det-restore-{storage_id}-")
+        try:
+            self.download(storage_id, tmp)
+            yield pathlib.Path(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def directory_resources(root: str) -> Dict[str, int]:
+    """`{relative path: size in bytes}` of every file under `root` (directories end with '/' and size 0)."""
+    base = pathlib.Path(root)
+    resources: Dict[str, int] = {}
+    for dirpath, dirnames, filenames in os.walk(base):
+        rel_dir = pathlib.Path(dirpath).relative_to(base).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        if prefix:
+            resources[prefix] = 0
+        for name in filenames:
+            resources[prefix + name] = (pathlib.Path(dirpath) / name).stat().st_size
+    return dict(sorted(resources.items()))

@@ -1,0 +1,57 @@
+"""Building a storage manager from an experiment's `checkpoint_storage` config."""
+import os
+import pathlib
+from typing import Any, Mapping, Optional
+
+from determined import errors
+from determined.storage._base import StorageManager
+from determined.storage._shared_fs import SharedFSStorageManager
+
+SUPPORTED_TYPES = ("shared_fs",)
+
+
+def shared_fs_path(checkpoint_storage: Mapping[str, Any]) -> pathlib.Path:
+    """The directory that holds the checkpoints of a shared_fs storage config.
+
+    `storage_path` is relative to `host_path`, or an absolute path inside it; when absent, checkpoints
+    go directly under `host_path`.
+    """
+    host_path = checkpoint_storage.get("host_path")
+    if not host_path or not isinstance(host_path, str):
+        raise errors.DeterminedError(
+            "checkpoint_storage.host_path is required for type shared_fs: set it to an absolute directory, "
+            "e.g. host_path: /mnt/checkpoints"
+        )
+    host = pathlib.Path(host_path).expanduser()
+    if not host.is_absolute():
+        raise errors.DeterminedError(
+            f"checkpoint_storage.host_path {host_path!r} must be an absolute path"
+        )
+    storage_path: Optional[str] = checkpoint_storage.get("storage_path")
+    if not storage_path:
+        return host
+    sub = pathlib.Path(storage_path).expanduser()
+    full = sub if sub.is_absolute() else host / sub
+    host_real = os.path.realpath(host)
+    full_real = os.path.realpath(full)
+    if os.path.commonpath([host_real, full_real]) != host_real:
+        raise errors.DeterminedError(
+            f"checkpoint_storage.storage_path {storage_path!r} is outside host_path {host_path!r}; "
+            "give a path relative to host_path or an absolute path inside it"
+        )
+    return pathlib.Path(full_real)
+
+
+def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]]) -> StorageManager:
+    """The storage manager for a `checkpoint_storage` config (shared_fs is supported)."""
+    if not checkpoint_storage or not isinstance(checkpoint_storage, Mapping):
+        raise errors.DeterminedError(
+            "no checkpoint_storage configured: give e.g. {type: shared_fs, host_path: /abs/dir, "
+            "storage_path: checkpoints}"
+        )
+    kind = checkpoint_storage.get("type")
+    if kind == "shared_fs":
+        return SharedFSStorageManager(str(shared_fs_path(checkpoint_storage)))
+    raise errors.DeterminedError(
+        f"checkpoint_storage.type {kind!r} is not supported; supported types: {', '.join(SUPPORTED_TYPES)}"
+    )

@@ -1,0 +1,129 @@
+import logging
+import pathlib
+import random
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+
+import determined as det
+from determined import _execution, core, errors
+
+EVENTS: List[Dict[str, Any]] = []
+
+
+class CountingController(det.TrialController):
+    @classmethod
+    def pre_execute_hook(cls, trial_seed: int, distributed: core.DistributedContext) -> None:
+        EVENTS.append({"hook_seed": trial_seed, "python": random.random(), "numpy": float(np.random.rand())})
+
+    def run(self) -> None:
+        trial = self.trial_class(self.context)
+        steps = 0
+        for op in self.core.searcher.operations():
+            batch_metrics = []
+            while steps < op.length:
+                steps += 1
+                batch_metrics.append({"loss": trial.loss(steps)})
+            self.core.train.report_training_metrics(steps, {"loss": trial.loss(steps)}, batch_metrics)
+            self.core.train.report_validation_metrics(steps, {"validation_loss": trial.loss(steps)})
+            with self.core.checkpoint.store_path({"steps_completed": steps}) as (path, uuid):
+                (path / "state").write_text(str(steps))
+                EVENTS.append({"checkpoint_path": self.core.checkpoint.storage_manager.path_of(uuid)})
+            op.report_completed(trial.loss(steps))
+        EVENTS.append({"scheduling_unit": self.context.get_experiment_config()["scheduling_unit"]})
+
+
+class CountingTrial(det.Trial):
+    trial_controller_class = CountingController
+
+    def __init__(self, context: det.TrialContext) -> None:
+        self.context = context
+        self.lr = context.get_hparam("lr")
+
+    def loss(self, steps: int) -> float:
+        return self.lr / steps
+
+
+CONFIG = {
+    "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 50}},
+    "hyperparameters": {"global_batch_size": 8, "lr": {"type": "double", "minval": 0.1, "maxval": 0.2}},
+    "resources": {"slots_per_trial": 4},
+    "reproducibility": {"experiment_seed": 99},
+}
+
+
+@pytest.fixture(autouse=True)
+def clear_events() -> None:
+    EVENTS.clear()
+
+
+def test_test_one_batch(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="determined")
+    summary = _execution.test_one_batch(CountingTrial, CONFIG)
+    lr = summary["hparams"]["lr"]
+    assert 0.1 <= lr <= 0.2 and summary["hparams"]["global_batch_size"] == 8
+    assert summary["training_metrics"] == {"loss": lr}
+    assert summary["batch_metrics"] == [{"loss": lr}]
+    assert summary["validation_metrics"] == {"validation_loss": lr}
+    assert summary["checkpoint_resources"] == {"state": 1}
+    stored = [e["checkpoint_path"] for e in EVENTS if "checkpoint_path" in e]
+    assert len(stored) == 1 and stored[0].name == summary["checkpoint_uuid"]
+    assert not stored[0].exists() and not stored[0].parent.exists()  # the temporary storage is gone
+    assert {"scheduling_unit": 1} in EVENTS
+    assert "test mode ignores the config's 'resources' section" in caplog.text
+
+
+def test_test_one_batch_with_given_hparams_and_seeding() -> None:
+    summary = _execution.test_one_batch(CountingTrial, CONFIG, hparams={"lr": 0.5, "global_batch_size": 8})
+    assert summary["training_metrics"] == {"loss": 0.5}
+    hook = EVENTS[0]
+    assert hook["hook_seed"] == 99
+    random.seed(99)
+    np.random.seed(99)
+    assert hook["python"] == random.random() and hook["numpy"] == float(np.random.rand())
+
+
+def test_run_trial_reports_through_the_core_context(tmp_path: pathlib.Path) -> None:
+    ctx = core._make_local_context(str(tmp_path), [2, 5], {"scheduling_unit": 3}, {"lr": 1.0}, trial_seed=5)
+    _execution.run_trial(CountingTrial, ctx)
+    assert [c["steps_completed"] for c in ctx.checkpoint.reported] == [2, 5]
+    assert ctx.searcher.completed_operations == [{"length": 2, "metric": 0.5}, {"length": 5, "metric": 0.2}]
+    assert len(ctx.train.training_history[1]["batch_metrics"]) == 3
+    assert (tmp_path / ctx.checkpoint.reported[1]["uuid"] / "state").read_text() == "5"
+
+
+def test_run_trial_needs_a_controller(tmp_path: pathlib.Path) -> None:
+    class Bare(det.Trial):
+        pass
+
+    ctx = core._make_local_context(str(tmp_path), [1], {}, {})
+    with pytest.raises(errors.InvalidTrialError, match="Bare has no trial_controller_class"):
+        _execution.run_trial(Bare, ctx)
+    with pytest.raises(errors.InvalidTrialError, match="is not a Trial class"):
+        _execution.run_trial(dict, ctx)  # type: ignore[arg-type]
+
+
+def test_create_trial_instance(tmp_path: pathlib.Path) -> None:
+    ckpts = tmp_path / "ckpts"
+    trial = _execution.create_trial_instance(CountingTrial, str(ckpts), config=CONFIG)
+    assert isinstance(trial, CountingTrial)
+    assert 0.1 <= trial.lr <= 0.2
+    assert trial.context.get_per_slot_batch_size() == 8
+    with trial.context.core.checkpoint.store_path({"steps_completed": 0}) as (path, uuid):
+        (path / "f").write_text("x")
+    assert (ckpts / uuid / "f").read_text() == "x"
+
+    default = _execution.create_trial_instance(CountingTrial, str(ckpts), hparams={"lr": 3.0, "global_batch_size": 2})
+    assert default.lr == 3.0
+    assert default.context.get_experiment_config()["searcher"]["name"] == "single"
+    assert default.context.get_experiment_config()["hyperparameters"]["lr"] == {"type": "const", "val": 3.0}
+    with pytest.raises(Exception, match="global_batch_size: missing"):
+        _execution.create_trial_instance(CountingTrial, str(ckpts), hparams={"lr": 3.0})
+
+
+def test_create_trial_instance_reports_bad_config(tmp_path: pathlib.Path) -> None:
+    from determined.config import InvalidExperimentConfig
+
+    with pytest.raises(InvalidExperimentConfig, match="max_restarts"):
+        _execution.create_trial_instance(CountingTrial, str(tmp_path), config={"max_restarts": -1}, hparams={})

@@ -1,0 +1,75 @@
+"""Helpers for end-to-end tests that drive the real `det` command and real trial processes."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "digits_pytorch"
+
+
+def det(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "determined", *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"det {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def det_json(*args: str) -> Any:
+    return json.loads(det(*args, "--json", check=True).stdout)
+
+
+def small_config(tmp: pathlib.Path, name: str = "random.yaml", **overrides: Any) -> pathlib.Path:
+    """A copy of an example config made small enough for a test, with overrides merged at top level."""
+    cfg = yaml.safe_load((EXAMPLE / name).read_text())
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key].update(value)
+        else:
+            cfg[key] = value
+    path = tmp / f"cfg-{name}"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def copy_example(tmp: pathlib.Path) -> pathlib.Path:
+    dst = tmp / "model"
+    shutil.copytree(EXAMPLE, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
+
+
+def harness_pids(experiment_id: int) -> List[int]:
+    """Process ids of the trial processes of one experiment, found through /proc."""
+    pids = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if b"determined.exec.harness" not in cmdline:
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"DET_EXPERIMENT_ID={experiment_id}".encode() in environ:
+            pids.append(int(entry.name))
+    return pids
+
+
+def wait_for(predicate, timeout: float = 120, interval: float = 0.3, what: str = "condition") -> Any:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -1,0 +1,30 @@
+"""Shared helpers of the master tests: configs, model-definition archives."""
+import base64
+import io
+import tarfile
+from typing import Any, Dict, Optional
+
+
+def model_def(files: Optional[Dict[str, str]] = None) -> str:
+    files = files if files is not None else {"model.py": "class T:\n    pass\n"}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def config(max_trials: int = 2, length: int = 30, **extra: Any) -> Dict[str, Any]:
+    searcher = {"name": "random", "metric": "loss", "max_length": {"batches": length}, "max_trials": max_trials}
+    searcher.update(extra.pop("searcher", {}))
+    cfg: Dict[str, Any] = {
+        "entrypoint": "model:T",
+        "searcher": searcher,
+        "hyperparameters": {"global_batch_size": 4, "x": {"type": "double", "minval": 0, "maxval": 1}},
+        "max_restarts": 2,
+    }
+    cfg.update(extra)
+    return cfg

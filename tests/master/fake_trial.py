@@ -1,0 +1,88 @@
+"""A Trial-less fake trial program speaking the trial routes, launched by the local RM in the master tests.
+
+Behaviour comes from environment variables: FAKE_DIR (records and markers), FAKE_CHUNK (batches per
+training report), FAKE_SLEEP (seconds per chunk), FAKE_CKPT_EVERY (batches between checkpoints),
+FAKE_HANG_AT (on its first run, the trial writes its pid to FAKE_DIR/pid-<trial> at this step and hangs),
+FAKE_CRASH_TRIAL (this trial id always exits 3 after its first chunk).
+"""
+import os
+import sys
+import time
+import uuid
+
+from determined.common.api import Session
+
+env = os.environ
+trial_id = int(env["DET_TRIAL_ID"])
+allocation_id = env["DET_ALLOCATION_ID"]
+fake_dir = env["FAKE_DIR"]
+chunk = int(env.get("FAKE_CHUNK", "5"))
+pause = float(env.get("FAKE_SLEEP", "0.01"))
+ckpt_every = int(env.get("FAKE_CKPT_EVERY", "10"))
+hang_at = int(env.get("FAKE_HANG_AT", "0"))
+crash_trial = int(env.get("FAKE_CRASH_TRIAL", "0"))
+
+session = Session(env["DET_MASTER"], token=env["DET_SESSION_TOKEN"])
+context = session.get(f"/trials/{trial_id}/context")
+steps = last_ckpt = context["steps_completed"]
+x = float(context["hparams"]["x"])
+
+
+def record(what: str) -> None:
+    with open(os.path.join(fake_dir, "events.log"), "a") as f:
+        f.write(f"{what} {trial_id} {time.time()}\n")
+
+
+def checkpoint() -> None:
+    global last_ckpt
+    if steps > last_ckpt:
+        session.post(f"/trials/{trial_id}/checkpoints", {"uuid": str(uuid.uuid4()), "steps_completed": steps,
+                                                         "resources": {"state": 1}, "framework": "fake", "format": "none"})
+        last_ckpt = steps
+
+
+def preempted() -> bool:
+    return bool(session.get(f"/allocations/{allocation_id}/signals/preemption")["preempt"])
+
+
+def leave(code: int = 0) -> None:
+    record("end")
+    sys.exit(code)
+
+
+record("start")
+print(f"fake trial {trial_id} starts at batch {steps}", flush=True)
+print("a line on stderr", file=sys.stderr, flush=True)
+while True:
+    if preempted():
+        checkpoint()
+        leave()
+    op = session.get(f"/trials/{trial_id}/searcher/operation")
+    if op.get("completed"):
+        leave()
+    if op.get("wait"):
+        time.sleep(0.05)
+        continue
+    target = op["length"]
+    while steps < target:
+        steps = min(steps + chunk, target)
+        time.sleep(pause)
+        session.post(f"/trials/{trial_id}/training_metrics", {"steps_completed": steps, "metrics": {"loss": x + 1 / steps}})
+        if crash_trial == trial_id:
+            os._exit(3)
+        marker = os.path.join(fake_dir, f"hung-{trial_id}")
+        if hang_at and steps >= hang_at and not os.path.exists(marker):
+            open(marker, "w").close()
+            with open(os.path.join(fake_dir, f"pid-{trial_id}"), "w") as f:
+                f.write(str(os.getpid()))
+            while True:
+                time.sleep(1)
+        if steps - last_ckpt >= ckpt_every:
+            checkpoint()
+        if preempted():
+            checkpoint()
+            leave()
+    metric = (x - 0.5) ** 2 + 1 / steps
+    session.post(f"/trials/{trial_id}/validation_metrics", {"steps_completed": steps, "metrics": {"loss": metric}})
+    checkpoint()
+    session.post(f"/trials/{trial_id}/searcher/completed_operation", {"length": target, "metric": metric})
