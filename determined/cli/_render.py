@@ -1,12 +1,13 @@
 """Output helpers: rich tables for people, stable JSON for programs."""
 import datetime
 import json
+import sys
 from typing import Any, Iterable, List, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def print_json(obj: Any) -> None:

@@ -45,6 +45,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         code = 1
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        code = 0
     return int(code or 0)
 
 

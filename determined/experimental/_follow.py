@@ -13,6 +13,13 @@ from determined.common.api import Session
 TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
 
 
+def make_console() -> Console:
+    """A console for tables: the terminal's width, or wide enough not to fold when output goes to a file."""
+    import sys
+
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
 def _fmt_metric(value: Any) -> str:
     if value is None:
         return "-"
@@ -23,41 +30,41 @@ def _fmt_metric(value: Any) -> str:
     return str(value)
 
 
-def _fmt_hparams(hparams: Dict[str, Any], limit: int = 60) -> str:
-    parts = []
-    for k, v in sorted(hparams.items()):
-        if k == "global_batch_size":
-            continue
-        parts.append(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}")
-    text = " ".join(parts)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _fmt_value(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
-def _target_batches(trial: Dict[str, Any]) -> Optional[int]:
-    return trial.get("target_batches")
+def _hparam_columns(trials: List[Dict[str, Any]]) -> List[str]:
+    """Hyperparameters that differ between trials (all of them when there is one trial), by name."""
+    names = sorted({k for t in trials for k in (t.get("hparams") or {})})
+    if len(trials) <= 1:
+        return [n for n in names if n != "global_batch_size"] or names
+    varying = [n for n in names if len({repr((t.get("hparams") or {}).get(n)) for t in trials}) > 1]
+    return varying
 
 
 def trials_table(experiment: Dict[str, Any], trials: List[Dict[str, Any]], title: Optional[str] = None) -> Table:
     metric = experiment.get("searcher_metric") or "metric"
+    hp_names = _hparam_columns(trials)
     table = Table(title=title, title_justify="left")
     table.add_column("trial", justify="right")
     table.add_column("state")
     table.add_column("batches", justify="right")
     table.add_column(f"best {metric}", justify="right")
     table.add_column("restarts", justify="right")
-    table.add_column("hyperparameters")
+    for name in hp_names:
+        table.add_column(name, justify="right")
     best_id = experiment.get("best_trial_id")
     for t in sorted(trials, key=lambda t: t["id"]):
         style = "bold green" if t["id"] == best_id else None
-        target = _target_batches(t)
-        batches = f"{t.get('total_batches', 0)}" + (f"/{target}" if target else "")
+        hparams = t.get("hparams") or {}
         table.add_row(
             str(t["id"]),
             t["state"],
-            batches,
+            str(t.get("total_batches", 0)),
             _fmt_metric(t.get("best_validation")),
             str(t.get("restarts", 0)),
-            _fmt_hparams(t.get("hparams") or {}),
+            *[_fmt_value(hparams.get(n, "")) for n in hp_names],
             style=style,
         )
     return table
@@ -78,7 +85,7 @@ def _header(experiment: Dict[str, Any]) -> Text:
 
 def follow(session: Session, experiment_id: int, console: Optional[Console] = None, interval: float = 0.5) -> Dict[str, Any]:
     """Show live progress until the experiment reaches a terminal state or is paused; returns the final describe."""
-    console = console or Console()
+    console = console or make_console()
     desc = session.get(f"/experiments/{experiment_id}")
     with Live(console=console, refresh_per_second=4, transient=True) as live:
         while True:
@@ -106,7 +113,7 @@ def best_checkpoint(session: Session, experiment: Dict[str, Any]) -> Optional[Di
 
 
 def print_summary(session: Session, desc: Dict[str, Any], console: Optional[Console] = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     exp, trials = desc["experiment"], desc["trials"]
     console.print(trials_table(exp, trials, title=f"Experiment {exp['id']}: {exp['state']}"))
     best = best_checkpoint(session, exp)

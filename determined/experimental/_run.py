@@ -100,7 +100,7 @@ def run_experiment(
     With a configured master (argument, DET_MASTER) and `local` false, the experiment is submitted there and,
     when `follow`, its progress is shown until it ends. Returns the last describe of the experiment.
     """
-    console = console or Console()
+    console = console or _follow.make_console()
     body = prepare_submission(raw, model_dir)
     url = None if local else _connect.configured_master(master)
     if url:
@@ -126,7 +126,7 @@ def activate_experiment(
     experiment_id: int, *, master: Optional[str] = None, show_progress: bool = True, console: Optional[Console] = None
 ) -> Dict[str, Any]:
     """Activate an experiment; with no running master, run it in the foreground until it ends or is paused."""
-    console = console or Console()
+    console = console or _follow.make_console()
     url = _connect.configured_master(master)
     if url:
         session = Session(url)
