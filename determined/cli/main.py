@@ -38,7 +38,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         code = args.func(args)
     except InvalidExperimentConfig as e:
-        print(f"Error: invalid experiment config:\n{e}", file=sys.stderr)
+        print(f"Error: {e}", file=sys.stderr)
         code = 1
     except (errors.DeterminedError, FileNotFoundError, PermissionError) as e:
         _print_error(e)

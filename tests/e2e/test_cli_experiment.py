@@ -1,4 +1,5 @@
 """The `det` CLI end to end: real experiments of the digits example on the embedded master."""
+import json
 import os
 import pathlib
 import signal
@@ -83,8 +84,12 @@ def _start(cfg: pathlib.Path, model: pathlib.Path) -> subprocess.Popen:
 
 
 def _trial(exp_id: int = 1) -> dict:
-    desc = det_json("experiment", "describe", str(exp_id))
-    return det_json("trial", "describe", str(desc["trials"][0]["id"])) if desc["trials"] else {}
+    """The first trial of an experiment, or {} while the experiment or its trial does not exist yet."""
+    proc = det("experiment", "describe", str(exp_id), "--json")
+    if proc.returncode != 0:
+        return {}
+    trials = json.loads(proc.stdout)["trials"]
+    return det_json("trial", "describe", str(trials[0]["id"])) if trials else {}
 
 
 def test_sigkilled_trial_restarts_from_checkpoint(tmp_path: pathlib.Path) -> None:

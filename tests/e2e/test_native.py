@@ -9,50 +9,29 @@ from tests.e2e._helpers import copy_example, det_json
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = '''
-import sys
-import determined as det
-from determined.experimental import create
-from model_def import DigitsTrial
-
-config = {
-    "description": "native digits",
-    "hyperparameters": {
-        "global_batch_size": det.Constant(32),
-        "learning_rate": det.Log(-3, -2, base=10),
-        "hidden_size": det.Integer(16, 32),
-        "dropout": det.Categorical([0.0, 0.1]),
-    },
-    "searcher": {"name": "random", "max_trials": 2, "metric": "validation_accuracy",
-                 "smaller_is_better": False, "max_length": {"batches": 40}},
-    "min_validation_period": {"batches": 20},
-}
-mode = sys.argv[1]
-result = create(DigitsTrial, config, local=True, test=(mode == "test"), context_dir=".")
-print("RESULT", result)
-'''
+def _run(model: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "train_native.py", *args], cwd=model, capture_output=True, text=True,
+                          timeout=300)
 
 
-def _run(model: pathlib.Path, mode: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "train.py", mode], cwd=model, capture_output=True, text=True, timeout=300)
-
-
-def test_native_create_local_test_and_full(tmp_path: pathlib.Path) -> None:
+def test_native_script_local_test_and_full_experiment(tmp_path: pathlib.Path) -> None:
+    """examples/digits_pytorch/train_native.py, exactly as the README runs it."""
     model = copy_example(tmp_path)
-    (model / "train.py").write_text(SCRIPT)
 
-    test = _run(model, "test")
+    test = _run(model, "--test")
     assert test.returncode == 0, test.stdout + test.stderr
     assert det_json("experiment", "list") == [], "local test mode stores nothing"
 
-    full = _run(model, "full")
+    full = _run(model)
     assert full.returncode == 0, full.stdout + full.stderr
     [exp] = det_json("experiment", "list")
-    assert exp["state"] == "COMPLETED" and exp["num_trials"] == 2
-    assert exp["description"] == "native digits"
+    assert exp["state"] == "COMPLETED" and exp["num_trials"] == 4
+    assert exp["description"] == "digits MLP (Native API)"
+    assert exp["best_validation"] > 0.9
     desc = det_json("experiment", "describe", str(exp["id"]))
-    assert all(t["total_batches"] == 40 for t in desc["trials"])
-    assert all(0.0 <= t["hparams"]["dropout"] <= 0.1 for t in desc["trials"])
+    assert all(t["total_batches"] == 2000 for t in desc["trials"])
+    assert all(16 <= t["hparams"]["hidden_size"] <= 256 for t in desc["trials"])
+    assert len({t["hparams"]["learning_rate"] for t in desc["trials"]}) == 4
 
 
 def test_create_trial_instance(tmp_path: pathlib.Path) -> None:
