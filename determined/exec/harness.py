@@ -99,6 +99,15 @@ def _run(session: Session, trial_id: int) -> None:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _report_unrecoverable(session: Session, trial_id: int) -> None:
+    """The trial does not meet the Trial API: a restart would fail the same way, so the trial ends now."""
+    logger.error("trial %d does not meet the Trial API; it is not restarted", trial_id)
+    try:
+        session.post(f"/trials/{trial_id}/early_exit", {"reason": "ERRORED"})
+    except errors.DeterminedError as e:
+        logger.warning("could not report the early exit: %s", e)
+
+
 def main() -> int:
     _setup_logging()
     try:
@@ -119,6 +128,8 @@ def main() -> int:
             raise
         traceback.print_exc(file=sys.stderr)
         logger.error("trial %d failed: %s", trial_id, e.__class__.__name__)
+        if isinstance(e, errors.InvalidTrialError):
+            _report_unrecoverable(session, trial_id)
         return EXIT_USER_ERROR
     finally:
         session.close()

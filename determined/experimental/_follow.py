@@ -112,10 +112,35 @@ def best_checkpoint(session: Session, experiment: Dict[str, Any]) -> Optional[Di
     return sorted(scored, key=lambda c: c["validation_metrics"][metric] * (1 if sib else -1))[0]
 
 
+def log_tail(session: Session, trial_id: int, lines: int = 20) -> List[str]:
+    """The last `lines` lines of a trial's logs."""
+    tail: List[str] = []
+    offset = 0
+    while True:
+        page = session.get(f"/trials/{trial_id}/logs", params={"offset": offset, "limit": 1000})
+        if not page["logs"]:
+            return tail
+        tail = (tail + [entry["message"] for entry in page["logs"]])[-lines:]
+        offset = page["next_offset"]
+
+
+def print_failures(session: Session, trials: List[Dict[str, Any]], console: Console, limit: int = 3) -> None:
+    """For trials that ended in ERROR, the end of their logs: where the user's traceback is."""
+    failed = [t for t in sorted(trials, key=lambda t: t["id"]) if t["state"] == "ERROR"]
+    for t in failed[:limit]:
+        console.print(f"\nTrial {t['id']} failed; the end of its logs (all of them: det trial logs {t['id']}):",
+                      style="bold red")
+        for line in log_tail(session, t["id"]):
+            console.print(line, markup=False, highlight=False)
+    if len(failed) > limit:
+        console.print(f"{len(failed) - limit} more trials failed: see det experiment describe {failed[0]['experiment_id']}")
+
+
 def print_summary(session: Session, desc: Dict[str, Any], console: Optional[Console] = None) -> None:
     console = console or make_console()
     exp, trials = desc["experiment"], desc["trials"]
     console.print(trials_table(exp, trials, title=f"Experiment {exp['id']}: {exp['state']}"))
+    print_failures(session, trials, console)
     best = best_checkpoint(session, exp)
     metric = exp.get("searcher_metric")
     if exp.get("best_trial_id") is not None:

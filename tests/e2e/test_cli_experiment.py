@@ -149,3 +149,15 @@ def test_ctrl_c_pauses_and_activate_resumes(tmp_path: pathlib.Path) -> None:
     trial = _trial()
     assert trial["state"] == "COMPLETED" and trial["total_batches"] == 8000
     assert trial["restarts"] == 0, "a pause is not a failure"
+
+
+def test_missing_searcher_metric_fails_fast_with_the_reported_metrics(tmp_path: pathlib.Path) -> None:
+    cfg = small_config(tmp_path, "const.yaml", searcher={"metric": "val_acc", "max_length": {"batches": 20}},
+                       max_restarts=3)
+    proc = det("experiment", "create", str(cfg), str(EXAMPLE))
+    assert proc.returncode == 1
+    assert "the end of its logs" in proc.stdout
+    assert "'val_acc'" in proc.stdout and "validation_accuracy, validation_loss" in proc.stdout
+    trial = _trial()
+    assert trial["state"] == "ERROR"
+    assert trial["restarts"] == 0, "an error that a restart cannot fix is not retried"
