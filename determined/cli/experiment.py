@@ -1,12 +1,11 @@
 """`det experiment ...`"""
 import argparse
 import os
-import sys
 from typing import Any, Dict
 
 from determined import config as det_config
 from determined.cli import _render
-from determined.experimental import _connect, _native, _run
+from determined.experimental import _connect, _follow, _native, _run
 
 
 def _load_raw(path: str) -> Dict[str, Any]:
@@ -91,8 +90,6 @@ def describe(args: argparse.Namespace) -> int:
             out.append(item)
         _render.print_json(out[0] if len(out) == 1 else out)
         return 0
-    from determined.experimental import _follow
-
     for d in descs:
         e = d["experiment"]
         _render.table(
@@ -112,8 +109,6 @@ def list_trials(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(d["trials"])
         return 0
-    from determined.experimental import _follow
-
     _render.console.print(_follow.trials_table(d["experiment"], d["trials"]))
     return 0
 

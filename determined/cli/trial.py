@@ -1,11 +1,10 @@
 """`det trial ...`"""
 import argparse
 import time
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 from determined.cli import _render
-from determined.common.api import Session
-from determined.experimental import _connect
+from determined.experimental import _connect, _follow
 
 _TRIAL_TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 
@@ -47,21 +46,12 @@ def describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pages(session: Session, trial_id: int, offset: int) -> Iterator[Dict[str, Any]]:
-    while True:
-        page = session.get(f"/trials/{trial_id}/logs", params={"offset": offset, "limit": 1000})
-        yield page
-        if not page["logs"]:
-            return
-        offset = page["next_offset"]
-
-
 def logs(args: argparse.Namespace) -> int:
     session = _connect.read_session(args.master)
     offset = 0
     collected: List[Dict[str, Any]] = []
     state = ""
-    for page in _pages(session, args.trial_id, offset):
+    for page in _follow.log_pages(session, args.trial_id, offset):
         collected.extend(page["logs"])
         offset = page["next_offset"]
         state = page.get("trial_state", "")

@@ -1,7 +1,7 @@
 """Following an experiment from a client: a live progress display, and the final summary."""
 import math
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -112,16 +112,22 @@ def best_checkpoint(session: Session, experiment: Dict[str, Any]) -> Optional[Di
     return sorted(scored, key=lambda c: c["validation_metrics"][metric] * (1 if sib else -1))[0]
 
 
+def log_pages(session: Session, trial_id: int, offset: int = 0) -> Iterator[Dict[str, Any]]:
+    """Pages of a trial's logs from `offset` up to the current end; the last page yielded is empty."""
+    while True:
+        page = session.get(f"/trials/{trial_id}/logs", params={"offset": offset, "limit": 1000})
+        yield page
+        if not page["logs"]:
+            return
+        offset = page["next_offset"]
+
+
 def log_tail(session: Session, trial_id: int, lines: int = 20) -> List[str]:
     """The last `lines` lines of a trial's logs."""
     tail: List[str] = []
-    offset = 0
-    while True:
-        page = session.get(f"/trials/{trial_id}/logs", params={"offset": offset, "limit": 1000})
-        if not page["logs"]:
-            return tail
+    for page in log_pages(session, trial_id):
         tail = (tail + [entry["message"] for entry in page["logs"]])[-lines:]
-        offset = page["next_offset"]
+    return tail
 
 
 def print_failures(session: Session, trials: List[Dict[str, Any]], console: Console, limit: int = 3) -> None:

@@ -6,7 +6,7 @@ import sys
 from typing import Any, Dict, List, Optional, Type
 
 from determined import config as det_config, errors
-from determined.experimental import _connect, _run
+from determined.experimental import _run
 
 
 def _jsonable(value: Any) -> Any:
@@ -119,5 +119,3 @@ def create_trial_instance(
 
     return _execution.create_trial_instance(trial_def, checkpoint_dir, _jsonable(config) if config else None, hparams)
 
-
-__all__ = ["create", "create_trial_instance", "_connect"]

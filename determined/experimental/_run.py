@@ -2,7 +2,6 @@
 embedded master of the local data dir."""
 import contextlib
 import signal
-import sys
 from typing import Any, Callable, Dict, Iterator, Optional
 
 from rich.console import Console
@@ -144,6 +143,3 @@ def exit_code_for(desc: Dict[str, Any]) -> int:
     state = desc["experiment"]["state"]
     return 0 if state in ("COMPLETED", "PAUSED") else 1
 
-
-def eprint(*args: Any) -> None:
-    print(*args, file=sys.stderr)

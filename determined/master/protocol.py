@@ -12,7 +12,6 @@ from determined.master.experiment import (
     _better,
     feed_searcher,
     get_experiment,
-    get_trial,
     latest_own_checkpoint,
     pending_operations,
 )

@@ -5,11 +5,10 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.e2e._helpers import EXAMPLE, copy_example, det, det_json, harness_pids, small_config, wait_for
+from tests.e2e._helpers import EXAMPLE, det, det_json, harness_pids, small_config, wait_for
 
 pytestmark = pytest.mark.slow
 

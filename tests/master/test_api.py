@@ -8,7 +8,6 @@ import pytest
 from determined import errors
 from determined.common.api import Session
 from determined.master import in_process_session
-from determined.master.embedded import in_process_session as _ips  # noqa: F401  (same object, public path)
 
 from ._helpers import config, model_def
 
