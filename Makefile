@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test install install-dev bench clean
+.PHONY: demo test install install-dev bench bench-search bench-checkpoint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ test: $(STAMP_DEV)
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/pytorch_overhead.py
+
+bench-search: $(STAMP_DEV)
+	$(BIN)/python -m pip install -q -r benchmarks/requirements-search.txt
+	$(BIN)/python benchmarks/search_quality.py
+
+bench-checkpoint: $(STAMP_DEV)
+	$(BIN)/python benchmarks/checkpoint_io.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

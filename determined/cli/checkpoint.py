@@ -1,8 +1,19 @@
 """`det checkpoint ...`"""
 import argparse
+import json
+from typing import Any, Dict
 
 from determined.cli import _render
 from determined.experimental import _connect
+from determined.experimental.client import Checkpoint, Determined
+
+
+def json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def versions_text(c: Dict[str, Any]) -> str:
+    return ", ".join(f"{v['model_name']} v{v['version']}" for v in c.get("model_versions") or [])
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -12,19 +23,43 @@ def describe(args: argparse.Namespace) -> int:
         return 0
     size = sum((c.get("resources") or {}).values())
     _render.table(
-        ["UUID", "Experiment", "Trial", "Batch", "State", "Framework", "Format", "Size", "Validation metrics"],
+        ["UUID", "Experiment", "Trial", "Batch", "State", "Framework", "Format", "Size", "Validation metrics",
+         "Model versions"],
         [[c["uuid"], c["experiment_id"], c["trial_id"], c["steps_completed"], c["state"], c.get("framework"),
-          c.get("format"), f"{size / 2**20:.2f} MiB", _render.metrics_text(c.get("validation_metrics"))]],
+          c.get("format"), f"{size / 2**20:.2f} MiB", _render.metrics_text(c.get("validation_metrics")),
+          versions_text(c)]],
     )
+    if c.get("metadata"):
+        _render.table(["Key", "Value"], sorted((k, json_text(v)) for k, v in c["metadata"].items()),
+                      title="Metadata")
     if c.get("resources"):
         _render.table(["File", "Bytes"], sorted((c.get("resources") or {}).items()), title="Files")
     return 0
 
 
+def print_downloaded(checkpoint: Checkpoint, path: str, quiet: bool) -> None:
+    if quiet:
+        print(path)
+    else:
+        print(f"Checkpoint {checkpoint.uuid} (trial {checkpoint.trial_id}, batch {checkpoint.batch_number}) "
+              f"downloaded to:\n{path}")
+
+
+def download(args: argparse.Namespace) -> int:
+    checkpoint = Determined(args.master).get_checkpoint(args.uuid)
+    print_downloaded(checkpoint, checkpoint.download(args.output_dir), args.quiet)
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("checkpoint", aliases=["c"], help="inspect checkpoints")
+    p = sub.add_parser("checkpoint", aliases=["c"], help="inspect and download checkpoints")
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
     d = s.add_parser("describe", help="describe a checkpoint")
     d.add_argument("uuid")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=describe)
+    dl = s.add_parser("download", help="download a checkpoint (with metadata.json and its model code)")
+    dl.add_argument("uuid")
+    dl.add_argument("-o", "--output-dir", default=None, help="directory to download into (default: checkpoints/UUID)")
+    dl.add_argument("-q", "--quiet", action="store_true", help="print only the local path")
+    dl.set_defaults(func=download)

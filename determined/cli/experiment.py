@@ -1,11 +1,14 @@
 """`det experiment ...`"""
 import argparse
 import os
-from typing import Any, Dict
+import sys
+from typing import Any, Dict, List, Optional
 
-from determined import config as det_config
+from determined import config as det_config, errors
 from determined.cli import _render
+from determined.cli.checkpoint import print_downloaded, versions_text
 from determined.experimental import _connect, _follow, _native, _run
+from determined.experimental.client import Determined, _ranking
 
 
 def _load_raw(path: str) -> Dict[str, Any]:
@@ -113,6 +116,100 @@ def list_trials(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checkpoint_rows(checkpoints: List[Dict[str, Any]], metric: str) -> List[List[Any]]:
+    return [[c["trial_id"], c["steps_completed"], c["state"],
+             _render.fmt_metric((c.get("validation_metrics") or {}).get(metric)), c["uuid"],
+             f"{sum((c.get('resources') or {}).values()) / 2**20:.2f} MiB", versions_text(c)] for c in checkpoints]
+
+
+def list_checkpoints(args: argparse.Namespace) -> int:
+    if args.best is not None and args.best < 1:
+        raise errors.DeterminedError(f"--best must be a positive number of checkpoints, not {args.best}")
+    session = _connect.read_session(args.master)
+    exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
+    checkpoints = session.get(f"/experiments/{args.experiment_id}/checkpoints")["checkpoints"]
+    metric, smaller_is_better = exp["searcher_metric"], exp["smaller_is_better"]
+    if args.best is not None:
+        checkpoints = _ranking.ranked(checkpoints, metric, smaller_is_better)[: args.best]
+    if args.json:
+        _render.print_json(checkpoints)
+        return 0
+    headers = ["Trial", "Batch", "State", f"Validation {metric}", "UUID", "Size", "Model versions"]
+    _render.table(headers, _checkpoint_rows(checkpoints, metric))
+    return 0
+
+
+def _smaller_is_better(text: Optional[str]) -> Optional[bool]:
+    if text is None:
+        return None
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise errors.DeterminedError(f"--smaller-is-better takes true or false, not {text!r}")
+
+
+def download(args: argparse.Namespace) -> int:
+    if args.top_n < 1:
+        raise errors.DeterminedError(f"--top-n must be a positive number of checkpoints, not {args.top_n}")
+    if args.smaller_is_better is not None and args.sort_by is None:
+        raise errors.DeterminedError("--smaller-is-better only goes with --sort-by METRIC")
+    exp = Determined(args.master).get_experiment(args.experiment_id)
+    checkpoints = exp.top_n_checkpoints(args.top_n, sort_by=args.sort_by,
+                                        smaller_is_better=_smaller_is_better(args.smaller_is_better))
+    for c in checkpoints:
+        print_downloaded(c, c.download(os.path.join(args.output_dir, c.uuid)), args.quiet)
+    return 0
+
+
+_GC_FIELDS = ("save_experiment_best", "save_trial_best", "save_trial_latest")
+
+
+def _confirm(question: str) -> bool:
+    print(question + " [y/N] ", end="", flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        answer = ""
+    if not answer:
+        print()
+    return answer.strip().lower() in ("y", "yes")
+
+
+def set_gc_policy(args: argparse.Namespace) -> int:
+    policy = {f: getattr(args, f) for f in _GC_FIELDS if getattr(args, f) is not None}
+    if not policy:
+        raise errors.DeterminedError(
+            "give at least one of --save-experiment-best, --save-trial-best, --save-trial-latest"
+        )
+    for field, value in policy.items():
+        if value < 0:
+            raise errors.DeterminedError(f"--{field.replace('_', '-')} must be 0 or more, not {value}")
+    session = _connect.read_session(args.master)
+    exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
+    preview = session.get(f"/experiments/{args.experiment_id}/preview_gc", policy)
+    metric = exp["searcher_metric"]
+    if preview["delete"]:
+        _render.table(["Trial", "Batch", "State", f"Validation {metric}", "UUID", "Size", "Model versions"],
+                      _checkpoint_rows(preview["delete"], metric), title="Checkpoints that would be deleted")
+    else:
+        print("No checkpoints would be deleted.")
+    if not args.yes and not _confirm(
+        f"Change the GC policy of experiment {args.experiment_id} to "
+        + ", ".join(f"{k}={v}" for k, v in policy.items())
+        + (f" and delete {len(preview['delete'])} checkpoint(s)?" if preview["delete"] else "?")
+    ):
+        print("Aborted: nothing was changed.")
+        return 1
+    answer = session.patch(f"/experiments/{args.experiment_id}", {"checkpoint_storage": policy})
+    deleted = answer.get("deleted") or []
+    print(f"Set the GC policy of experiment {args.experiment_id}: " + ", ".join(f"{k}={v}" for k, v in policy.items()))
+    if deleted:
+        print(f"Deleted {len(deleted)} checkpoint(s): " + ", ".join(deleted))
+    return 0
+
+
 def _action(name: str):
     def run(args: argparse.Namespace) -> int:
         session = _connect.read_session(args.master)
@@ -158,6 +255,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lt.add_argument("experiment_id", type=int)
     lt.add_argument("--json", action="store_true")
     lt.set_defaults(func=list_trials)
+
+    lc = s.add_parser("list-checkpoints", aliases=["lc"], help="list the checkpoints of an experiment")
+    lc.add_argument("experiment_id", type=int)
+    lc.add_argument("--best", type=int, default=None, metavar="N",
+                    help="only the N best checkpoints by the searcher metric (validated checkpoints only)")
+    lc.add_argument("--json", action="store_true")
+    lc.set_defaults(func=list_checkpoints)
+
+    dl = s.add_parser("download", help="download the best checkpoints of an experiment (one per trial)")
+    dl.add_argument("experiment_id", type=int)
+    dl.add_argument("--top-n", type=int, default=1, metavar="N", help="the best checkpoints of the N best trials")
+    dl.add_argument("-o", "--output-dir", default="checkpoints", help="directory for the checkpoints (each in UUID/)")
+    dl.add_argument("--sort-by", default=None, metavar="METRIC", help="validation metric to rank by (default: searcher's)")
+    dl.add_argument("--smaller-is-better", default=None, metavar="BOOL", help="true or false (with --sort-by)")
+    dl.add_argument("-q", "--quiet", action="store_true", help="print only the local paths")
+    dl.set_defaults(func=download)
+
+    st = s.add_parser("set", help="change settings of an experiment")
+    sts = st.add_subparsers(dest="setting", required=True, metavar="SETTING")
+    gc = sts.add_parser("gc-policy", help="change which checkpoints GC keeps (shows what would be deleted)")
+    gc.add_argument("experiment_id", type=int)
+    gc.add_argument("--save-experiment-best", type=int, default=None, metavar="N")
+    gc.add_argument("--save-trial-best", type=int, default=None, metavar="N")
+    gc.add_argument("--save-trial-latest", type=int, default=None, metavar="N")
+    gc.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    gc.set_defaults(func=set_gc_policy)
 
     a = s.add_parser("activate", help="activate (resume) an experiment; with no master running, run it here")
     a.add_argument("experiment_id", type=int)

@@ -2,16 +2,25 @@
 import argparse
 import os
 import sys
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 import determined
 from determined import errors
 
 
-def _parser() -> argparse.ArgumentParser:
-    from determined.cli import checkpoint, experiment, trial
+class _Parser(argparse.ArgumentParser):
+    """Usage errors print the usage and "Error: ..." and exit 1, like every other bad input."""
 
-    parser = argparse.ArgumentParser(prog="det", description="Train Determined Trials: experiments, trials, checkpoints.")
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"Error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(1)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from determined.cli import checkpoint, experiment, model, preview, trial
+
+    parser = _Parser(prog="det", description="Train Determined Trials: experiments, trials, checkpoints.")
     parser.add_argument("-m", "--master", default=None,
                         help="master URL (default: $DET_MASTER; unset = the embedded master of the local data dir)")
     parser.add_argument("-u", "--user", default=None, help="run this command as USER")
@@ -20,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     experiment.add_parser(sub)
     trial.add_parser(sub)
     checkpoint.add_parser(sub)
+    preview.add_parser(sub)
+    model.add_parser(sub)
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda args: print(f"det {determined.__version__}") or 0)
     return parser

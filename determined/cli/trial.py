@@ -3,8 +3,12 @@ import argparse
 import time
 from typing import Any, Dict, List
 
+from determined import errors
 from determined.cli import _render
+from determined.cli.checkpoint import print_downloaded
+from determined.cli.experiment import _smaller_is_better
 from determined.experimental import _connect, _follow
+from determined.experimental.client import Determined
 
 _TRIAL_TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 
@@ -86,6 +90,18 @@ def kill(args: argparse.Namespace) -> int:
     return 0
 
 
+def download(args: argparse.Namespace) -> int:
+    if (args.sort_by is not None or args.smaller_is_better is not None) and not args.best:
+        raise errors.DeterminedError("--sort-by and --smaller-is-better only go with --best")
+    if args.smaller_is_better is not None and args.sort_by is None:
+        raise errors.DeterminedError("--smaller-is-better only goes with --sort-by METRIC")
+    trial = Determined(args.master).get_trial(args.trial_id)
+    checkpoint = trial.select_checkpoint(latest=args.latest, best=args.best, uuid=args.uuid, sort_by=args.sort_by,
+                                         smaller_is_better=_smaller_is_better(args.smaller_is_better))
+    print_downloaded(checkpoint, checkpoint.download(args.output_dir), args.quiet)
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trial", aliases=["t"], help="inspect trials")
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
@@ -101,6 +117,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--head", type=int, help="only the first N lines")
     g.add_argument("--tail", type=int, help="only the last N lines")
     lg.set_defaults(func=logs)
+    dl = s.add_parser("download", help="download a checkpoint of a trial: the best, the latest or one by uuid")
+    dl.add_argument("trial_id", type=int)
+    which = dl.add_mutually_exclusive_group(required=True)
+    which.add_argument("--best", action="store_true", help="the best checkpoint by the searcher metric (or --sort-by)")
+    which.add_argument("--latest", action="store_true", help="the latest checkpoint")
+    which.add_argument("--uuid", default=None, help="the checkpoint with this uuid")
+    dl.add_argument("-o", "--output-dir", default=None, help="directory to download into (default: checkpoints/UUID)")
+    dl.add_argument("--sort-by", default=None, metavar="METRIC", help="validation metric to rank by (with --best)")
+    dl.add_argument("--smaller-is-better", default=None, metavar="BOOL", help="true or false (with --sort-by)")
+    dl.add_argument("-q", "--quiet", action="store_true", help="print only the local path")
+    dl.set_defaults(func=download)
     k = s.add_parser("kill", help="kill a trial")
     k.add_argument("trial_id", type=int)
     k.set_defaults(func=kill)

@@ -2,8 +2,6 @@
 import contextlib
 import logging
 import pathlib
-import shutil
-import tempfile
 import uuid as uuid_mod
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -49,12 +47,10 @@ class CheckpointContext:
         self._require_chief("store_path")
         meta = _check_metadata(metadata)
         storage_id = str(uuid_mod.uuid4())
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"det-checkpoint-{storage_id}-"))
-        try:
-            yield tmp, storage_id
-            self._upload_and_report(tmp, storage_id, meta)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with self._storage.store_path(storage_id) as path:
+            yield path, storage_id
+            resources = directory_resources(str(path))
+        self._report(storage_id, resources, meta)
 
     def upload(self, ckpt_dir: str, metadata: Optional[Dict[str, Any]] = None) -> str:
         """Store the files of the directory `ckpt_dir` as a new checkpoint and report it; returns its uuid."""
@@ -80,6 +76,9 @@ class CheckpointContext:
     def _upload_and_report(self, src: pathlib.Path, storage_id: str, meta: Dict[str, Any]) -> None:
         resources = directory_resources(str(src))
         self._storage.upload(str(src), storage_id)
+        self._report(storage_id, resources, meta)
+
+    def _report(self, storage_id: str, resources: Dict[str, int], meta: Dict[str, Any]) -> None:
         body = {
             "uuid": storage_id,
             "steps_completed": meta["steps_completed"],

@@ -100,8 +100,8 @@ def _run(session: Session, trial_id: int) -> None:
 
 
 def _report_unrecoverable(session: Session, trial_id: int) -> None:
-    """The trial does not meet the Trial API: a restart would fail the same way, so the trial ends now."""
-    logger.error("trial %d does not meet the Trial API; it is not restarted", trial_id)
+    """A restart would fail the same way, so the trial ends now."""
+    logger.error("trial %d cannot succeed as written; it is not restarted", trial_id)
     try:
         session.post(f"/trials/{trial_id}/early_exit", {"reason": "ERRORED"})
     except errors.DeterminedError as e:
@@ -128,7 +128,9 @@ def main() -> int:
             raise
         traceback.print_exc(file=sys.stderr)
         logger.error("trial %d failed: %s", trial_id, e.__class__.__name__)
-        if isinstance(e, errors.InvalidTrialError):
+        # A Trial that breaks the API, or a report the master refused as invalid (a searcher metric the
+        # validation does not return, say), fails the same way on every restart: end the trial now.
+        if isinstance(e, errors.InvalidTrialError) or (isinstance(e, errors.APIError) and e.status_code == 400):
             _report_unrecoverable(session, trial_id)
         return EXIT_USER_ERROR
     finally:

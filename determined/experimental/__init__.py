@@ -1,4 +1,23 @@
-"""The Native API (create, create_trial_instance) and, with the client issue, the Python SDK."""
+"""The Native API (create, create_trial_instance) and the client SDK (Determined and the objects it returns)."""
 from determined.experimental._native import create, create_trial_instance
+from determined.experimental.client import (
+    Checkpoint,
+    Determined,
+    ExperimentReference,
+    Model,
+    ModelOrderBy,
+    ModelSortBy,
+    TrialReference,
+)
 
-__all__ = ["create", "create_trial_instance"]
+__all__ = [
+    "Checkpoint",
+    "Determined",
+    "ExperimentReference",
+    "Model",
+    "ModelOrderBy",
+    "ModelSortBy",
+    "TrialReference",
+    "create",
+    "create_trial_instance",
+]

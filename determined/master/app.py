@@ -3,10 +3,10 @@ import contextlib
 import os
 from typing import Any, AsyncIterator, Optional, Sequence
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 import determined
-from determined.master.api import api_router
+from determined.master.api import api_router, checkpoints, models
 from determined.master.master import Master
 from determined.master.rm import Slots
 
@@ -46,4 +46,11 @@ def create_app(
     app = FastAPI(title="Determined master", version=determined.__version__, lifespan=lifespan)
     app.state.master = master
     app.include_router(api_router)
+    app.include_router(registry_router)
     return app
+
+
+# The checkpoint and model registry routes, under the same prefix as the rest of the API.
+registry_router = APIRouter(prefix="/api/v1")
+for _module in (checkpoints, models):
+    registry_router.include_router(_module.router)

@@ -64,6 +64,21 @@ def latest_own_checkpoint(s: Session, trial_id: int) -> Optional[Checkpoint]:
     return s.scalars(query.order_by(Checkpoint.steps_completed.desc(), Checkpoint.id.desc()).limit(1)).first()
 
 
+def start_steps(s: Session, trial: Trial) -> int:
+    """Batches a trial has trained when it starts from `warm_start_checkpoint_uuid` (before its own checkpoints).
+
+    A clone made by the search method (PBT) continues its parent's count: the checkpoint belongs to the
+    same experiment. A warm start from `source_trial_id` / `source_checkpoint_uuid` is a new training run
+    that begins at batch 0, as in Determined.
+    """
+    if not trial.warm_start_checkpoint_uuid:
+        return 0
+    source = s.scalars(select(Checkpoint).where(Checkpoint.uuid == trial.warm_start_checkpoint_uuid)).first()
+    if source is None or source.experiment_id != trial.experiment_id:
+        return 0
+    return int(source.steps_completed)
+
+
 def trial_seed(experiment_seed: int, request_id: str) -> int:
     """A trial's seed, derived from the experiment seed and its request id (stable across restarts)."""
     digest = hashlib.sha256(f"{experiment_seed}:{request_id}".encode()).digest()
@@ -254,7 +269,7 @@ def finish_trial(s: Session, exp: Experiment, trial: Trial, state: str, reason: 
 def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
     """Delete the trial's metrics reported after its latest checkpoint, so a restart never duplicates them."""
     ckpt = latest_own_checkpoint(s, trial.id)
-    steps = ckpt.steps_completed if ckpt is not None else 0
+    steps = ckpt.steps_completed if ckpt is not None else start_steps(s, trial)
     s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id, TrainingMetrics.steps_completed > steps))
     s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id, ValidationMetrics.steps_completed > steps))
     trial.total_batches = steps

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from determined.master import allocations, scheduler, states
+from determined.master import gc as checkpoint_gc
 from determined.master.db import Experiment, Trial, default_db_url, make_engine, upgrade
 from determined.master.logs import LogWriter
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
@@ -130,6 +131,12 @@ class Master:
             self._wake.wait(self.poll_interval)
             self._wake.clear()
         self._drain()
+        # Experiments that ended since the last tick are collected before the master stops, so a foreground
+        # run returns only after the GC of its experiment.
+        try:
+            checkpoint_gc.run_pending_gc(self)
+        except Exception:
+            logger.exception("checkpoint GC failed")
 
     def tick(self) -> None:
         assert self.rm is not None
@@ -144,6 +151,7 @@ class Master:
         self.rm.enforce_deadlines()
         if not self._stop_requested.is_set():
             self._schedule()
+        checkpoint_gc.run_pending_gc(self)
 
     def _reap(self, *, master_stopping: bool = False) -> None:
         assert self.rm is not None
@@ -160,15 +168,15 @@ class Master:
     def _schedule(self) -> None:
         assert self.rm is not None and self.url is not None
         free = self.rm.free_slots()
-        if free <= 0:
-            return
         launches = []
         with self.write() as s:
-            for trial in scheduler.pick_trials(s, free):
+            for trial in scheduler.pick_trials(s, free) if free > 0 else []:
                 exp = s.get(Experiment, trial.experiment_id)
                 assert exp is not None
                 allocation_id, token = allocations.start_allocation(s, trial)
                 launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp)))
+            for trial in scheduler.release_idle_trials(s):
+                logger.info("trial %s: waiting for the search method; its slot goes to a trial with work", trial.id)
         for trial_id, exp_id, allocation_id, token, slots in launches:
             try:
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,

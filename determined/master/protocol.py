@@ -14,6 +14,7 @@ from determined.master.experiment import (
     get_experiment,
     latest_own_checkpoint,
     pending_operations,
+    start_steps,
 )
 from determined.master.problems import RequestProblem
 
@@ -41,6 +42,7 @@ def trial_context(s: Session, trial: Trial) -> Dict[str, Any]:
     elif trial.warm_start_checkpoint_uuid:
         source = s.scalars(select(Checkpoint).where(Checkpoint.uuid == trial.warm_start_checkpoint_uuid)).first()
         latest = {"uuid": trial.warm_start_checkpoint_uuid, "steps_completed": source.steps_completed if source else 0}
+        steps = start_steps(s, trial)
     return {
         "trial_id": trial.id,
         "experiment_id": exp.id,

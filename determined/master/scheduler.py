@@ -69,3 +69,25 @@ def _may_grow(d: _Demand) -> bool:
     if d.max_slots and d.running_slots + d.slots_per_trial > d.max_slots:
         return False
     return True
+
+
+def release_idle_trials(s: Session) -> List[Trial]:
+    """Ask running trials that have no work (waiting for the search method) to give their slots back.
+
+    Only done while another trial of an active experiment has work but no slots: an ASHA trial waiting for
+    promotion, or a PBT member waiting for its round, must not block the trials whose results it waits for.
+    The released trials checkpointed when they finished their last operation; they start again when the
+    search method gives them work.
+    """
+    has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id, SearcherOperation.completed.is_(False)).exists()
+    active = select(Experiment.id).where(Experiment.state == states.ACTIVE)
+    starved = s.scalars(select(Trial.id).where(
+        Trial.experiment_id.in_(active), Trial.state == states.ACTIVE, Trial.allocation_id.is_(None), has_work).limit(1)).first()
+    if starved is None:
+        return []
+    idle = list(s.scalars(select(Trial).where(
+        Trial.allocation_id.is_not(None), Trial.state == states.ACTIVE, Trial.close_requested.is_(False),
+        Trial.preempt_requested.is_(False), ~has_work)))
+    for trial in idle:
+        trial.preempt_requested = True
+    return idle

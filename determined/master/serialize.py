@@ -1,4 +1,5 @@
-"""The JSON shapes of experiments, trials, checkpoints and metrics in API answers (docs/internals.md)."""
+"""The JSON shapes of experiments, trials, checkpoints, metrics and registered models in API answers
+(docs/internals.md)."""
 import datetime
 from typing import Any, Dict, List, Optional
 
@@ -6,6 +7,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from determined.master.db import Checkpoint, Experiment, TrainingMetrics, Trial, ValidationMetrics
+from determined.master.db.models import Model, ModelVersion
 
 
 def timestamp(value: Optional[datetime.datetime]) -> Optional[str]:
@@ -48,6 +50,7 @@ def trial(t: Trial) -> Dict[str, Any]:
         "best_validation": t.best_validation,
         "latest_validation": t.latest_validation,
         "latest_checkpoint_uuid": t.latest_checkpoint_uuid,
+        "warm_start_checkpoint_uuid": t.warm_start_checkpoint_uuid,
     }
 
 
@@ -77,6 +80,40 @@ def checkpoint(s: Session, c: Checkpoint) -> Dict[str, Any]:
         "start_time": timestamp(c.start_time),
         "end_time": timestamp(c.end_time),
         "storage": exp.config.get("checkpoint_storage") if exp is not None else None,
+        "model_versions": model_versions_of(s, c.uuid),
+    }
+
+
+def model_versions_of(s: Session, checkpoint_uuid: str) -> List[Dict[str, Any]]:
+    """The registry entries pointing at a checkpoint: `[{"model_name", "version"}]`."""
+    rows = s.execute(
+        select(Model.name, ModelVersion.version)
+        .join(Model, Model.id == ModelVersion.model_id)
+        .where(ModelVersion.checkpoint_uuid == checkpoint_uuid)
+        .order_by(Model.name, ModelVersion.version)
+    )
+    return [{"model_name": name, "version": version} for name, version in rows]
+
+
+def model(s: Session, m: Model) -> Dict[str, Any]:
+    num_versions = s.scalar(select(func.count()).select_from(ModelVersion).where(ModelVersion.model_id == m.id)) or 0
+    return {
+        "name": m.name,
+        "description": m.description,
+        "metadata": m.metadata_,
+        "creation_time": timestamp(m.creation_time),
+        "last_updated_time": timestamp(m.last_updated_time),
+        "num_versions": int(num_versions),
+    }
+
+
+def model_version(s: Session, m: Model, v: ModelVersion) -> Dict[str, Any]:
+    ckpt = s.scalars(select(Checkpoint).where(Checkpoint.uuid == v.checkpoint_uuid)).one()
+    return {
+        "version": v.version,
+        "model_name": m.name,
+        "creation_time": timestamp(v.creation_time),
+        "checkpoint": checkpoint(s, ckpt),
     }
 
 

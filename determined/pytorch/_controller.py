@@ -430,9 +430,12 @@ class PyTorchTrialController(TrialController):
             self.callbacks[name].load_state_dict(callback_state)
         if "rng_state" in state:
             _checkpoint.restore_rng_state(state["rng_state"], context.device)
-        self.steps_completed = int(state.get("steps_completed", self.core.info.steps_completed))
+        # The platform says where this trial stands: a warm start from another experiment's checkpoint
+        # begins at batch 0, a restart or a PBT clone at the batch of the checkpoint.
+        self.steps_completed = int(self.core.info.steps_completed)
         self._last_checkpoint = self.steps_completed
-        self._last_validation = state.get("last_validation")
+        own_checkpoint = int(state.get("steps_completed", -1)) == self.steps_completed
+        self._last_validation = state.get("last_validation") if own_checkpoint else None
         logger.info("restored checkpoint %s at %d batches", uuid, self.steps_completed)
 
 

@@ -1,37 +1,44 @@
 """`random` and `single`: a fixed set of trials, each trained to max_length, validated and closed."""
-from typing import Any, Dict, List, Set
+import abc
+from typing import Any, Dict, Iterator, List, Set
 
 from determined.searcher._context import SearchContext
 from determined.searcher._method import ExitedReason, SearchMethod
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
 
-class RandomSearch(SearchMethod):
-    """Creates `max_trials` trials up front with sampled hyperparameters; each trains to `max_length`."""
+class FixedTrialsSearch(SearchMethod):
+    """A fixed set of trials created up front; each trains to `max_length`, validates and closes.
 
-    def __init__(self, max_length: int, max_trials: int, unit: str = "batches") -> None:
+    Subclasses say how many trials there are and the hyperparameters of the i-th.
+    """
+
+    def __init__(self, max_length: int, unit: str = "batches") -> None:
         if max_length <= 0:
             raise ValueError(f"searcher.max_length: must be > 0, got {max_length}")
-        if max_trials <= 0:
-            raise ValueError(f"searcher.max_trials: must be > 0, got {max_trials}")
         self.max_length = max_length
-        self.max_trials = max_trials
         self.unit = unit
         self.request_ids: List[str] = []
         self.validated: Dict[str, int] = {}
         self.exited: Set[str] = set()
         self.closed: Set[str] = set()
 
+    @abc.abstractmethod
+    def _trial_hparams(self, ctx: SearchContext) -> Iterator[Dict[str, Any]]:
+        """The hyperparameters of each trial, drawn lazily: each trial's request id is drawn before them."""
+
+    @abc.abstractmethod
+    def _trial_count(self, ctx: SearchContext) -> int:
+        """How many trials `_trial_hparams` yields."""
+
     def initial_operations(self, ctx: SearchContext) -> List[Operation]:
         ops: List[Operation] = []
-        for _ in range(self.max_trials):
+        hparams = self._trial_hparams(ctx)
+        for _ in range(self._trial_count(ctx)):
             request_id = ctx.new_request_id()
+            values = next(hparams)
             self.request_ids.append(request_id)
-            ops += [
-                Create(request_id, ctx.sample_hparams()),
-                ValidateAfter(request_id, self.max_length),
-                Close(request_id),
-            ]
+            ops += [Create(request_id, values), ValidateAfter(request_id, self.max_length), Close(request_id)]
         return ops
 
     def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
@@ -49,13 +56,15 @@ class RandomSearch(SearchMethod):
         return []
 
     def progress(self) -> float:
+        if not self.request_ids:
+            return 0.0
         done = 0
         for request_id in self.request_ids:
             if request_id in self.exited or request_id in self.closed:
                 done += self.max_length
             else:
                 done += min(self.validated.get(request_id, 0), self.max_length)
-        return done / float(self.max_trials * self.max_length)
+        return done / float(len(self.request_ids) * self.max_length)
 
     def snapshot(self) -> Dict[str, Any]:
         return {
@@ -67,9 +76,26 @@ class RandomSearch(SearchMethod):
 
     def restore(self, snapshot: Dict[str, Any]) -> None:
         self.request_ids = list(snapshot["request_ids"])
-        self.validated = {k: int(v) for k, v in snapshot["validated"].items()}
+        self.validated = {str(k): int(v) for k, v in snapshot["validated"].items()}
         self.exited = set(snapshot["exited"])
         self.closed = set(snapshot["closed"])
+
+
+class RandomSearch(FixedTrialsSearch):
+    """Creates `max_trials` trials up front with sampled hyperparameters; each trains to `max_length`."""
+
+    def __init__(self, max_length: int, max_trials: int, unit: str = "batches") -> None:
+        super().__init__(max_length, unit)
+        if max_trials <= 0:
+            raise ValueError(f"searcher.max_trials: must be > 0, got {max_trials}")
+        self.max_trials = max_trials
+
+    def _trial_hparams(self, ctx: SearchContext) -> Iterator[Dict[str, Any]]:
+        while True:
+            yield ctx.sample_hparams()
+
+    def _trial_count(self, ctx: SearchContext) -> int:
+        return self.max_trials
 
 
 class SingleSearch(RandomSearch):

@@ -1,16 +1,21 @@
 """Building a search method from a canonical searcher config, and the method + context pair the master drives."""
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
+from determined.config.searchers import SEARCHER_NAMES
+from determined.searcher._adaptive import AdaptiveSearch, AdaptiveSimpleSearch, SyncHalvingSearch
+from determined.searcher._asha import ASHASearch, AsyncHalvingSearch
 from determined.searcher._context import SearchContext
+from determined.searcher._grid import GridSearch
 from determined.searcher._method import ExitedReason, SearchMethod
 from determined.searcher._ops import Operation
+from determined.searcher._pbt import PBTSearch
 from determined.searcher._random import RandomSearch, SingleSearch
 
-AVAILABLE_METHODS = ("single", "random")
-LATER_METHODS = ("grid", "adaptive_asha", "adaptive", "adaptive_simple", "pbt", "sync_halving", "async_halving")
+AVAILABLE_METHODS = SEARCHER_NAMES
 
 
-def _length(searcher_config: Mapping[str, Any], field: str) -> Tuple[str, int]:
+def config_length(searcher_config: Mapping[str, Any], field: str) -> Tuple[str, int]:
+    """The (unit, value) of a canonical length field of the searcher config, checked."""
     length = searcher_config.get(field)
     if not isinstance(length, Mapping) or len(length) != 1:
         raise ValueError(
@@ -23,23 +28,41 @@ def _length(searcher_config: Mapping[str, Any], field: str) -> Tuple[str, int]:
     return unit, value
 
 
+_REQUIRED = object()
+
+
+def config_int(searcher_config: Mapping[str, Any], field: str, default: Any = _REQUIRED) -> int:
+    """An integer field of the searcher config, checked (None or absent gives `default` when one is given)."""
+    value = searcher_config.get(field)
+    if value is None and default is not _REQUIRED:
+        return int(default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"searcher.{field}: the {searcher_config.get('name')} searcher needs an integer {field}, got {value!r}")
+    return value
+
+
+_FACTORIES: Dict[str, Callable[[Mapping[str, Any]], SearchMethod]] = {
+    "grid": GridSearch.from_config,
+    "adaptive_asha": ASHASearch.from_config,
+    "async_halving": AsyncHalvingSearch.from_config,
+    "adaptive": AdaptiveSearch.from_config,
+    "adaptive_simple": AdaptiveSimpleSearch.from_config,
+    "sync_halving": SyncHalvingSearch.from_config,
+    "pbt": PBTSearch.from_config,
+}
+
+
 def make_search_method(searcher_config: Mapping[str, Any]) -> SearchMethod:
     """The search method a canonical `searcher` config section describes."""
     name = searcher_config.get("name")
     if name == "single":
-        unit, max_length = _length(searcher_config, "max_length")
+        unit, max_length = config_length(searcher_config, "max_length")
         return SingleSearch(max_length=max_length, unit=unit)
     if name == "random":
-        unit, max_length = _length(searcher_config, "max_length")
-        max_trials = searcher_config.get("max_trials")
-        if not isinstance(max_trials, int) or isinstance(max_trials, bool):
-            raise ValueError(f"searcher.max_trials: the random searcher needs an integer max_trials, got {max_trials!r}")
-        return RandomSearch(max_length=max_length, max_trials=max_trials, unit=unit)
-    if name in LATER_METHODS:
-        raise ValueError(
-            f"searcher.name: the {name!r} search method is not available in this version yet; "
-            f"use one of {', '.join(AVAILABLE_METHODS)}"
-        )
+        unit, max_length = config_length(searcher_config, "max_length")
+        return RandomSearch(max_length=max_length, max_trials=config_int(searcher_config, "max_trials"), unit=unit)
+    if isinstance(name, str) and name in _FACTORIES:
+        return _FACTORIES[name](searcher_config)
     raise ValueError(f"searcher.name: unknown search method {name!r}; use one of {', '.join(AVAILABLE_METHODS)}")
 
 

@@ -32,6 +32,19 @@ class StorageManager(abc.ABC):
         """Whether a complete directory is stored under `storage_id`."""
 
     @contextlib.contextmanager
+    def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
+        """A local directory to write the files of `storage_id` into; stored when the context exits cleanly.
+
+        If the body raises, nothing is stored.
+        """
+        tmp = tempfile.mkdtemp(prefix=f"det-store-{storage_id}-")
+        try:
+            yield pathlib.Path(tmp)
+            self.upload(tmp, storage_id)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @contextlib.contextmanager
     def restore_path(self, storage_id: str) -> Iterator[pathlib.Path]:
         """A local directory holding the stored files, for reading only while the context is open."""
         tmp = tempfile.mkdtemp(prefix=f"det-restore-{storage_id}-")

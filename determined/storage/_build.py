@@ -5,9 +5,12 @@ from typing import Any, Mapping, Optional
 
 from determined import errors
 from determined.storage._base import StorageManager
+from determined.storage._s3 import S3StorageManager
 from determined.storage._shared_fs import SharedFSStorageManager
 
-SUPPORTED_TYPES = ("shared_fs",)
+SUPPORTED_TYPES = ("shared_fs", "s3")
+# Types Determined knows that this platform does not store checkpoints in.
+_UNSUPPORTED_TYPES = ("gcs", "hdfs", "azure")
 
 
 def shared_fs_path(checkpoint_storage: Mapping[str, Any]) -> pathlib.Path:
@@ -43,7 +46,7 @@ def shared_fs_path(checkpoint_storage: Mapping[str, Any]) -> pathlib.Path:
 
 
 def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]]) -> StorageManager:
-    """The storage manager for a `checkpoint_storage` config (shared_fs is supported)."""
+    """The storage manager for a `checkpoint_storage` config (types shared_fs and s3)."""
     if not checkpoint_storage or not isinstance(checkpoint_storage, Mapping):
         raise errors.DeterminedError(
             "no checkpoint_storage configured: give e.g. {type: shared_fs, host_path: /abs/dir, "
@@ -52,6 +55,19 @@ def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]]) -> St
     kind = checkpoint_storage.get("type")
     if kind == "shared_fs":
         return SharedFSStorageManager(str(shared_fs_path(checkpoint_storage)))
+    if kind == "s3":
+        return S3StorageManager(
+            bucket=checkpoint_storage.get("bucket"),  # type: ignore[arg-type]
+            access_key=checkpoint_storage.get("access_key"),
+            secret_key=checkpoint_storage.get("secret_key"),
+            endpoint_url=checkpoint_storage.get("endpoint_url"),
+            prefix=checkpoint_storage.get("prefix"),
+        )
+    if kind in _UNSUPPORTED_TYPES:
+        raise errors.DeterminedError(
+            f"checkpoint_storage.type {kind!r} is not supported; use shared_fs or s3 "
+            "(s3 also covers S3-compatible servers such as MinIO through endpoint_url)"
+        )
     raise errors.DeterminedError(
-        f"checkpoint_storage.type {kind!r} is not supported; supported types: {', '.join(SUPPORTED_TYPES)}"
+        f"checkpoint_storage.type {kind!r} is unknown; supported types: {', '.join(SUPPORTED_TYPES)}"
     )

@@ -37,6 +37,18 @@ def _fsync_dir(path: pathlib.Path) -> None:
         os.close(fd)
 
 
+def _fsync_tree(root: pathlib.Path) -> None:
+    """fsync every file and directory under `root` (files written by someone else, e.g. torch.save)."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(pathlib.Path(dirpath))
+
+
 def _copy_tree_synced(src: pathlib.Path, dst: pathlib.Path) -> None:
     """Copy `src` into the new directory `dst`, fsyncing every file and directory written."""
     dst.mkdir(parents=True)
@@ -74,6 +86,30 @@ class SharedFSStorageManager(StorageManager):
         src = pathlib.Path(src_dir)
         if not src.is_dir():
             raise errors.DeterminedError(f"cannot upload checkpoint {storage_id}: {src_dir!r} is not a directory")
+        final, staging = self._staging_for(storage_id)
+        try:
+            _copy_tree_synced(src, staging)
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _fsync_dir(self.base_path)
+
+    @contextlib.contextmanager
+    def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
+        """A staging directory inside the storage: the files are written once, then fsynced and renamed."""
+        final, staging = self._staging_for(storage_id)
+        try:
+            staging.mkdir()
+            yield staging
+            _fsync_tree(staging)
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _fsync_dir(self.base_path)
+
+    def _staging_for(self, storage_id: str) -> "tuple[pathlib.Path, pathlib.Path]":
         final = self.path_of(storage_id)
         if final.exists():
             raise errors.DeterminedError(
@@ -86,14 +122,7 @@ class SharedFSStorageManager(StorageManager):
                 f"cannot create the checkpoint storage directory {self.base_path}: {e}; "
                 "check checkpoint_storage.host_path and storage_path"
             ) from None
-        staging = self.base_path / f"{_STAGING_PREFIX}{storage_id}-{uuid.uuid4().hex[:8]}"
-        try:
-            _copy_tree_synced(src, staging)
-            os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        _fsync_dir(self.base_path)
+        return final, self.base_path / f"{_STAGING_PREFIX}{storage_id}-{uuid.uuid4().hex[:8]}"
 
     def download(self, storage_id: str, dst_dir: str) -> None:
         src = self._existing(storage_id)

@@ -62,12 +62,22 @@ def test_bad_config_lists_problems_and_stores_nothing(session: Session) -> None:
     assert session.get("/experiments")["experiments"] == []
 
 
-def test_searcher_not_built_yet_is_a_400(session: Session) -> None:
+@pytest.mark.parametrize("searcher, needle", [
+    ({"name": "adaptive_asha", "max_trials": 4, "divisor": 1}, "searcher.divisor"),
+    ({"name": "pbt", "population_size": 4, "num_rounds": 2, "length_per_round": {"batches": 5},
+      "replace_function": {"truncate_fraction": 0.7},
+      "explore_function": {"resample_probability": 0.2, "perturb_factor": 0.2}}, "truncate_fraction"),
+    ({"name": "grid"}, "count"),
+])
+def test_bad_searcher_configs_are_a_400_and_store_nothing(session: Session, searcher: Dict[str, Any], needle: str) -> None:
     cfg = config()
-    cfg["searcher"] = {"name": "adaptive_asha", "metric": "loss", "max_length": {"batches": 10}, "max_trials": 4}
+    cfg["hyperparameters"]["lr"] = {"type": "double", "minval": 0.01, "maxval": 0.1}
+    cfg["searcher"] = {"metric": "loss", "max_length": {"batches": 10}, **searcher}
+    if searcher["name"] == "pbt":
+        del cfg["searcher"]["max_length"]
     with pytest.raises(errors.APIError) as info:
         create(session, cfg)
-    assert any("not available" in p for p in info.value.problems)
+    assert needle in str(info.value), str(info.value)
     assert session.get("/experiments")["experiments"] == []
 
 

@@ -1,3 +1,4 @@
+import multiprocessing
 import pathlib
 
 from alembic.autogenerate import compare_metadata
@@ -15,5 +16,25 @@ def test_migrations_build_exactly_the_models_and_sqlite_uses_wal(tmp_path: pathl
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert conn.execute(text("PRAGMA busy_timeout")).scalar() >= 1000
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
     engine.dispose()
+
+
+def _upgrade_in_child(data_dir: str) -> None:
+    engine = make_engine(default_db_url(data_dir))
+    upgrade(engine)
+    engine.dispose()
+
+
+def test_processes_opening_a_new_data_dir_at_once_all_succeed(tmp_path: pathlib.Path) -> None:
+    # A starting master and `det` commands reading the same fresh data dir migrate it at the same time.
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(4):
+        data_dir = tmp_path / f"d{attempt}"
+        data_dir.mkdir()
+        procs = [ctx.Process(target=_upgrade_in_child, args=(str(data_dir),)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0, 0, 0]

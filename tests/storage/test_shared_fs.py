@@ -140,8 +140,8 @@ def test_build_storage_manager_paths(tmp_path: pathlib.Path) -> None:
 
 
 def test_build_storage_manager_unsupported_types() -> None:
-    with pytest.raises(errors.DeterminedError, match=r"'s3' is not supported; supported types: shared_fs"):
-        storage.build_storage_manager({"type": "s3", "bucket": "b"})
+    with pytest.raises(errors.DeterminedError, match=r"'gcs' is not supported; use shared_fs or s3"):
+        storage.build_storage_manager({"type": "gcs", "bucket": "b"})
     with pytest.raises(errors.DeterminedError, match="no checkpoint_storage configured"):
         storage.build_storage_manager(None)
 
@@ -151,3 +151,21 @@ def test_upload_of_missing_dir_is_a_clear_error(tmp_path: pathlib.Path) -> None:
     with pytest.raises(errors.DeterminedError, match="is not a directory"):
         mgr.upload(str(tmp_path / "nope"), "x")
     assert not os.path.exists(tmp_path / "store" / "x")
+
+
+def test_store_path_writes_in_place_and_publishes_only_on_success(tmp_path: pathlib.Path) -> None:
+    mgr = storage.SharedFSStorageManager(str(tmp_path / "store"))
+    with mgr.store_path("ok") as path:
+        assert path.parent == mgr.base_path and not mgr.exists("ok")
+        (path / "sub").mkdir()
+        (path / "sub" / "w.bin").write_bytes(b"x" * 1000)
+    assert (mgr.path_of("ok") / "sub" / "w.bin").read_bytes() == b"x" * 1000
+    with pytest.raises(RuntimeError):
+        with mgr.store_path("bad") as path:
+            (path / "half").write_bytes(b"y")
+            raise RuntimeError("the writer failed")
+    assert not mgr.exists("bad")
+    assert sorted(p.name for p in mgr.base_path.iterdir()) == ["ok"], "no staging directory is left behind"
+    with pytest.raises(errors.DeterminedError, match="already exists"):
+        with mgr.store_path("ok"):
+            pass

@@ -1,10 +1,11 @@
-"""Experiment routes of the CLI and SDK: create, list, describe, activate/pause/cancel/kill, checkpoints."""
+"""Experiment routes of the CLI and SDK: create, list, describe, update, activate/pause/cancel/kill, checkpoints, GC."""
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Body, Query, Request
 from sqlalchemy import select
 
-from determined.master import actions, serialize
+from determined.config.storage import with_gc_policy
+from determined.master import actions, gc, registry, serialize, states
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Checkpoint, Experiment
 from determined.master.experiment import get_experiment, trials_of
@@ -54,10 +55,15 @@ def describe_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
 
 def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]:
     master = master_of(request)
-    with problems_as_http(), master.write() as s:
-        exp = action(s, experiment_id)
-        s.flush()
-        return {"experiment": serialize.experiment(s, exp)}
+    with problems_as_http():
+        with master.write() as s:
+            exp = action(s, experiment_id)
+            s.flush()
+            ended = exp.state in states.EXPERIMENT_TERMINAL and not exp.checkpoint_gc_done
+        if ended and not master.run_scheduler:
+            gc.run_gc(master, experiment_id)  # an in-process master has no loop that would collect it later
+        with master.read() as s:
+            return {"experiment": serialize.experiment(s, get_experiment(s, experiment_id))}
 
 
 @router.post("/experiments/{experiment_id}/activate")
@@ -82,13 +88,52 @@ def kill(request: Request, experiment_id: int) -> Dict[str, Any]:
 
 @router.get("/experiments/{experiment_id}/checkpoints")
 def experiment_checkpoints(request: Request, experiment_id: int,
-                           states: Optional[List[str]] = Query(default=None)) -> Dict[str, Any]:
+                           state_filter: Optional[List[str]] = Query(default=None, alias="states")) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
         get_experiment(s, experiment_id)
+        wanted = registry.check_checkpoint_states(state_filter)
         query = select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
-        if states:
-            query = query.where(Checkpoint.state.in_(states))
+        if wanted:
+            query = query.where(Checkpoint.state.in_(wanted))
         return {"checkpoints": [serialize.checkpoint(s, c) for c in s.scalars(query.order_by(Checkpoint.id))]}
+
+
+@router.get("/experiments/{experiment_id}/preview_gc")
+def preview_gc(request: Request, experiment_id: int, save_experiment_best: Optional[str] = None,
+               save_trial_best: Optional[str] = None, save_trial_latest: Optional[str] = None) -> Dict[str, Any]:
+    """What GC would delete and keep under the given settings (a setting left out = the experiment's own)."""
+    given = {"save_experiment_best": save_experiment_best, "save_trial_best": save_trial_best,
+             "save_trial_latest": save_trial_latest}
+    with problems_as_http(), master_of(request).read() as s:
+        overrides = gc.check_policy({k: _int_or_text(v) for k, v in given.items() if v is not None}, field="")
+        exp = get_experiment(s, experiment_id)
+        delete, keep = gc.checkpoints_to_delete(s, exp, gc.gc_policy(exp, overrides))
+        return {"delete": [serialize.checkpoint(s, c) for c in delete], "keep": [serialize.checkpoint(s, c) for c in keep]}
+
+
+def _int_or_text(value: str) -> Any:
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+@router.patch("/experiments/{experiment_id}")
+def patch_experiment(request: Request, experiment_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+    """Change the GC settings (`{"checkpoint_storage": {"save_*": N}}`); an ended experiment is collected at once."""
+    master = master_of(request)
+    with problems_as_http():
+        fields = registry.check_body(body, ("checkpoint_storage",), "experiment update")
+        policy = gc.check_policy(fields["checkpoint_storage"]) if "checkpoint_storage" in fields else {}
+        with master.write() as s:
+            exp = get_experiment(s, experiment_id)
+            if policy:
+                exp.config = {**exp.config,
+                              "checkpoint_storage": with_gc_policy(exp.config.get("checkpoint_storage") or {}, **policy)}
+            terminal = exp.state in states.EXPERIMENT_TERMINAL
+        deleted = gc.run_gc(master, experiment_id) if terminal else []
+        with master.read() as s:
+            return {"experiment": serialize.experiment(s, get_experiment(s, experiment_id)), "deleted": deleted}
 
 
 @router.get("/experiments/{experiment_id}/model_def")

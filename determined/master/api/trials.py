@@ -1,14 +1,13 @@
-"""Trial and checkpoint routes of the CLI and SDK: describe, logs, kill, checkpoint lookup."""
-from typing import Any, Dict
+"""Trial routes of the CLI and SDK: describe, logs, kill, checkpoints."""
+from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import select
 
-from determined.master import actions, serialize
+from determined.master import actions, registry, serialize
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Checkpoint, TrainingMetrics, TrialLog, ValidationMetrics
 from determined.master.experiment import get_trial
-from determined.master.problems import not_found
 
 router = APIRouter()
 
@@ -53,10 +52,15 @@ def kill_trial(request: Request, trial_id: int) -> Dict[str, Any]:
         return {"trial": serialize.trial(trial)}
 
 
-@router.get("/checkpoints/{uuid}")
-def get_checkpoint(request: Request, uuid: str) -> Dict[str, Any]:
+@router.get("/trials/{trial_id}/checkpoints")
+def trial_checkpoints(request: Request, trial_id: int,
+                      states: Optional[List[str]] = Query(default=None)) -> Dict[str, Any]:
+    """The trial's checkpoints ordered by steps_completed, then id; `states` filters (repeatable)."""
     with problems_as_http(), master_of(request).read() as s:
-        ckpt = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
-        if ckpt is None:
-            raise not_found("checkpoint", uuid)
-        return {"checkpoint": serialize.checkpoint(s, ckpt)}
+        get_trial(s, trial_id)
+        wanted = registry.check_checkpoint_states(states)
+        query = select(Checkpoint).where(Checkpoint.trial_id == trial_id)
+        if wanted:
+            query = query.where(Checkpoint.state.in_(wanted))
+        rows = s.scalars(query.order_by(Checkpoint.steps_completed, Checkpoint.id))
+        return {"checkpoints": [serialize.checkpoint(s, c) for c in rows]}

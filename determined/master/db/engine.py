@@ -1,6 +1,8 @@
 """Opening the master's database: engine, SQLite pragmas, migrations applied on start."""
+import contextlib
+import fcntl
 import pathlib
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import sqlalchemy
 from alembic import command
@@ -52,9 +54,30 @@ def alembic_config(url: Optional[str] = None) -> Config:
 
 
 def upgrade(engine: Engine) -> None:
-    """Apply every migration to the database of `engine` (a no-op when it is up to date)."""
+    """Apply every migration to the database of `engine` (a no-op when it is up to date).
+
+    Processes that open the same SQLite file at once (a starting master and a `det` command reading the data
+    dir) take turns: the second finds the schema up to date instead of failing half way through creating it.
+    """
     cfg = alembic_config(str(engine.url))
-    with engine.connect() as connection:
-        cfg.attributes["connection"] = connection
-        command.upgrade(cfg, "head")
-        connection.commit()
+    with _migration_lock(engine):
+        with engine.connect() as connection:
+            cfg.attributes["connection"] = connection
+            command.upgrade(cfg, "head")
+            connection.commit()
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    database = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:":
+        yield
+        return
+    lock_path = pathlib.Path(database).with_name(pathlib.Path(database).name + ".migrate-lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock_file:
+        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)

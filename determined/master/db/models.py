@@ -1,8 +1,8 @@
-"""SQLAlchemy models of the master's database (the schema of migrations/versions/0001_initial.py)."""
+"""SQLAlchemy models of the master's database (the schema built by migrations/versions/)."""
 import datetime
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -30,6 +30,8 @@ class Experiment(Base):
     best_trial_id: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
     start_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
+    # True once checkpoint GC has run for the experiment's end; NULL/False while it is due (or not yet ended).
+    checkpoint_gc_done: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
 
 
 class Trial(Base):
@@ -128,3 +130,29 @@ class TrialLog(Base):
     timestamp: Mapped[datetime.datetime] = mapped_column(DateTime)
     stream: Mapped[str] = mapped_column(String(16))
     message: Mapped[str] = mapped_column(Text)
+
+
+class Model(Base):
+    """A named entry of the model registry."""
+
+    __tablename__ = "models"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    metadata_: Mapped[Any] = mapped_column("metadata", JSON)
+    creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    last_updated_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ModelVersion(Base):
+    """Version `version` (1, 2, ... per model) of a registered model: one checkpoint."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model_id", "version", name="uq_model_versions_model_id_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid"), index=True)
+    creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

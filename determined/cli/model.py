@@ -1,0 +1,145 @@
+"""`det model ...`: the model registry."""
+import argparse
+import json
+from typing import Any, Dict, List
+
+from determined import errors
+from determined.cli import _render
+from determined.cli.checkpoint import json_text
+from determined.experimental.client import Checkpoint, Determined, Model, ModelOrderBy, ModelSortBy
+
+_SORT_BY = {"name": ModelSortBy.NAME, "description": ModelSortBy.DESCRIPTION,
+            "creation_time": ModelSortBy.CREATION_TIME, "last_updated_time": ModelSortBy.LAST_UPDATED_TIME}
+_ORDER_BY = {"asc": ModelOrderBy.ASCENDING, "desc": ModelOrderBy.DESCENDING}
+
+
+def _model_json(m: Model) -> Dict[str, Any]:
+    return {"name": m.name, "description": m.description, "metadata": m.metadata,
+            "creation_time": m.creation_time.isoformat() if m.creation_time else None,
+            "last_updated_time": m.last_updated_time.isoformat() if m.last_updated_time else None,
+            "num_versions": m.num_versions}
+
+
+def _version_json(c: Checkpoint) -> Dict[str, Any]:
+    return {"version": c.model_version, "model_name": c.model_name, "uuid": c.uuid,
+            "experiment_id": c.experiment_id, "trial_id": c.trial_id, "batch_number": c.batch_number,
+            "validation_metrics": c.validation_metrics, "metadata": c.metadata}
+
+
+def _time(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+def _model_rows(models: List[Model]) -> List[List[Any]]:
+    return [[m.name, m.description, m.num_versions, _time(m.creation_time), _time(m.last_updated_time),
+             json_text(m.metadata) if m.metadata else ""] for m in models]
+
+
+_MODEL_HEADERS = ["Name", "Description", "Versions", "Created", "Last updated", "Metadata"]
+
+
+def _version_rows(versions: List[Checkpoint]) -> List[List[Any]]:
+    return [[c.model_version, c.uuid, c.experiment_id, c.trial_id, c.batch_number,
+             _render.metrics_text(c.validation_metrics)] for c in versions]
+
+
+_VERSION_HEADERS = ["Version", "Checkpoint", "Experiment", "Trial", "Batch", "Validation metrics"]
+
+
+def parse_metadata(text: str) -> Dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise errors.DeterminedError(f"--metadata is not valid JSON ({e}); give a JSON object, e.g. '{{\"k\": 1}}'") from None
+    if not isinstance(value, dict):
+        raise errors.DeterminedError(f"--metadata must be a JSON object like '{{\"k\": 1}}', not {text!r}")
+    return value
+
+
+def create(args: argparse.Namespace) -> int:
+    metadata = parse_metadata(args.metadata) if args.metadata is not None else None
+    m = Determined(args.master).create_model(args.name, description=args.description, metadata=metadata)
+    if args.json:
+        _render.print_json(_model_json(m))
+    else:
+        print(f"Created model {m.name}")
+    return 0
+
+
+def list_models(args: argparse.Namespace) -> int:
+    models = Determined(args.master).get_models(sort_by=_SORT_BY[args.sort_by], order_by=_ORDER_BY[args.order_by])
+    if args.json:
+        _render.print_json([_model_json(m) for m in models])
+    else:
+        _render.table(_MODEL_HEADERS, _model_rows(models))
+    return 0
+
+
+def describe(args: argparse.Namespace) -> int:
+    m = Determined(args.master).get_model(args.name)
+    latest = m.get_version()
+    if args.json:
+        out = _model_json(m)
+        out["latest_version"] = _version_json(latest) if latest else None
+        _render.print_json(out)
+        return 0
+    _render.table(_MODEL_HEADERS, _model_rows([m]))
+    if latest is not None:
+        _render.table(_VERSION_HEADERS, _version_rows([latest]), title="Latest version")
+    return 0
+
+
+def list_versions(args: argparse.Namespace) -> int:
+    m = Determined(args.master).get_model(args.name)
+    versions = m.get_versions()
+    if args.json:
+        _render.print_json([_version_json(c) for c in versions])
+        return 0
+    _render.table(_MODEL_HEADERS, _model_rows([m]))
+    _render.table(_VERSION_HEADERS, _version_rows(versions), title="Versions")
+    return 0
+
+
+def register_version(args: argparse.Namespace) -> int:
+    m = Determined(args.master).get_model(args.name)
+    c = m.register_version(args.uuid)
+    if args.json:
+        _render.print_json(_version_json(c))
+    else:
+        print(f"Registered checkpoint {c.uuid} as version {c.model_version} of model {m.name}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    aliases = [] if "m" in sub.choices else ["m"]
+    p = sub.add_parser("model", aliases=aliases, help="manage the model registry")
+    s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+
+    c = s.add_parser("create", help="add a model to the registry")
+    c.add_argument("name")
+    c.add_argument("--description", default="")
+    c.add_argument("--metadata", default=None, help="a JSON object, e.g. '{\"team\": \"vision\"}'")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=create)
+
+    ls = s.add_parser("list", help="list the models of the registry")
+    ls.add_argument("--sort-by", choices=sorted(_SORT_BY), default="name")
+    ls.add_argument("--order-by", choices=sorted(_ORDER_BY), default="asc")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=list_models)
+
+    d = s.add_parser("describe", help="describe a model and its latest version")
+    d.add_argument("name")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=describe)
+
+    lv = s.add_parser("list-versions", help="list the versions of a model")
+    lv.add_argument("name")
+    lv.add_argument("--json", action="store_true")
+    lv.set_defaults(func=list_versions)
+
+    r = s.add_parser("register-version", help="register a checkpoint as the next version of a model")
+    r.add_argument("name")
+    r.add_argument("uuid", metavar="CHECKPOINT_UUID")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=register_version)

@@ -1,0 +1,226 @@
+"""Checkpoint: one stored checkpoint of a trial, to download and load."""
+import json
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional
+
+from determined import errors
+from determined.common.api import Session
+from determined.experimental.client._common import MasterBound, json_object, string_list
+
+METADATA_FILE = "metadata.json"
+LOAD_DATA_FILE = "load_data.json"
+CODE_DIR = "code"
+
+
+class Checkpoint(MasterBound):
+    """A checkpoint of a trial: its files (download, load) and its user metadata."""
+
+    def __init__(
+        self,
+        uuid: str,
+        experiment_config: Dict[str, Any],
+        experiment_id: int,
+        trial_id: int,
+        hparams: Dict[str, Any],
+        batch_number: int,
+        start_time: str,
+        end_time: str,
+        resources: Dict[str, Any],
+        validation: Dict[str, Any],
+        determined_version: Optional[str] = None,
+        framework: Optional[str] = None,
+        format: Optional[str] = None,
+        model_version: Optional[int] = None,
+        model_name: Optional[str] = None,
+        metadata: Optional[Dict[str, Any]] = None,
+        master: Optional[str] = None,
+        *,
+        state: Optional[str] = None,
+        storage: Optional[Dict[str, Any]] = None,
+        _session: Optional[Session] = None,
+    ) -> None:
+        super().__init__(master, _session)
+        self.uuid = uuid
+        self.experiment_config = experiment_config
+        self.experiment_id = experiment_id
+        self.trial_id = trial_id
+        self.hparams = hparams
+        self.batch_number = batch_number
+        self.start_time = start_time
+        self.end_time = end_time
+        self.resources = resources
+        self.validation = validation
+        self.determined_version = determined_version
+        self.framework = framework
+        self.format = format
+        self.model_version = model_version
+        self.model_name = model_name
+        self.metadata = metadata if metadata is not None else {}
+        self.state = state
+        self.storage = storage if storage is not None else (experiment_config or {}).get("checkpoint_storage")
+
+    @classmethod
+    def _from_json(
+        cls,
+        data: Dict[str, Any],
+        experiment_config: Dict[str, Any],
+        session: Session,
+        master: str = "",
+        model_version: Optional[int] = None,
+        model_name: Optional[str] = None,
+    ) -> "Checkpoint":
+        metrics = data.get("validation_metrics") or {}
+        return cls(
+            data["uuid"],
+            experiment_config,
+            data["experiment_id"],
+            data["trial_id"],
+            data.get("hparams") or {},
+            data.get("batch_number", data.get("steps_completed")),
+            data.get("start_time"),
+            data.get("end_time"),
+            data.get("resources") or {},
+            # Determined's shape: validation["metrics"]["validationMetrics"][name].
+            {"metrics": {"validationMetrics": dict(metrics)}, "state": "COMPLETED" if metrics else None},
+            determined_version=data.get("determined_version"),
+            framework=data.get("framework"),
+            format=data.get("format"),
+            model_version=model_version,
+            model_name=model_name,
+            metadata=data.get("metadata") or {},
+            master=master,
+            state=data.get("state"),
+            storage=data.get("storage"),
+            _session=session,
+        )
+
+    def __repr__(self) -> str:
+        return f"Checkpoint(uuid={self.uuid!r}, trial_id={self.trial_id}, batch_number={self.batch_number})"
+
+    @property
+    def validation_metrics(self) -> Dict[str, Any]:
+        """The validation metrics at this checkpoint's batch ({} when it was not validated)."""
+        return dict(((self.validation or {}).get("metrics") or {}).get("validationMetrics") or {})
+
+    def download(self, path: Optional[str] = None) -> str:
+        """Download checkpoint to local storage.
+
+        The files go to `path`, by default ``checkpoints/<uuid>`` under the current directory, with
+        ``metadata.json`` and, when the checkpoint holds none, the experiment's model definition in ``code/``.
+        A directory that already holds ``metadata.json`` is taken as downloaded.
+        """
+        local = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
+        if (local / METADATA_FILE).exists():
+            return str(local)
+        if self.state is not None and self.state != "COMPLETED":
+            raise errors.DeterminedError(
+                f"checkpoint {self.uuid} is {self.state}: only COMPLETED checkpoints have files to download"
+            )
+        from determined.storage import build_storage_manager
+
+        manager = build_storage_manager(self.storage)
+        local.mkdir(parents=True, exist_ok=True)
+        manager.download(self.uuid, str(local))
+        if not (local / CODE_DIR).exists():
+            self._write_code(local)
+        # Written last: its presence marks a complete download.
+        with open(local / METADATA_FILE, "w") as f:
+            json.dump(self._metadata_json(), f, indent=2, sort_keys=True, default=str)
+        return str(local)
+
+    def _metadata_json(self) -> Dict[str, Any]:
+        return {
+            "determined_version": self.determined_version,
+            "framework": self.framework,
+            "format": self.format,
+            "experiment_id": self.experiment_id,
+            "trial_id": self.trial_id,
+            "hparams": self.hparams,
+            "experiment_config": self.experiment_config,
+            "metadata": self.metadata,
+        }
+
+    def _write_code(self, local: pathlib.Path) -> None:
+        from determined.exec._model_def import extract_model_def
+
+        b64 = self._session.get(f"/experiments/{self.experiment_id}/model_def")["b64_tgz"]
+        staging = pathlib.Path(tempfile.mkdtemp(prefix=".code-", dir=local))
+        try:
+            extract_model_def(b64, str(staging))
+            os.rename(staging, local / CODE_DIR)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    def load(self, path: Optional[str] = None, tags: Optional[List[str]] = None, **kwargs: Any) -> Any:
+        """Load the checkpoint into memory, downloading it first when `path` holds no copy.
+
+        PyTorch: the trial with its weights (the nn.Module for a 0.12-API trial); `kwargs` go to torch.load.
+        """
+        ckpt_dir = self.download(path)
+        return Checkpoint.load_from_path(ckpt_dir, tags=tags, **kwargs)
+
+    @staticmethod
+    def load_from_path(path: str, tags: Optional[List[str]] = None, **kwargs: Any) -> Any:
+        """Load a checkpoint from a local directory (as written by download()) into memory.
+
+        PyTorch checkpoints give the trial instance with weights loaded (or the nn.Module of a 0.12-API
+        trial); `kwargs` go to torch.load (e.g. map_location). The directory's ``code/`` is put on sys.path
+        so that the trial class can be imported.
+        """
+        ckpt = pathlib.Path(path)
+        if not ckpt.is_dir():
+            raise errors.DeterminedError(f"checkpoint directory {path!r} does not exist; download the checkpoint first")
+        framework = _framework_of(ckpt)
+        if framework.startswith("torch"):
+            code = ckpt / CODE_DIR
+            if code.is_dir() and str(code.resolve()) not in sys.path:
+                sys.path.insert(0, str(code.resolve()))
+            try:
+                from determined.pytorch._checkpoint import load_trial_from_checkpoint_path
+            except ImportError as e:
+                raise errors.DeterminedError(
+                    f"checkpoint {path} was written by PyTorch ({framework}) but PyTorch cannot be imported here "
+                    f"({e}); install it, e.g. pip install 'determined[torch]'"
+                ) from None
+            return load_trial_from_checkpoint_path(str(ckpt), **kwargs)
+        raise errors.DeterminedError(
+            f"checkpoint {path} was written by {framework!r}: loading it is not supported by this installation "
+            "(only PyTorch checkpoints can be loaded); read its files directly instead"
+        )
+
+    def add_metadata(self, metadata: Dict[str, Any]) -> None:
+        """Add user metadata to the checkpoint; keys that exist already are replaced."""
+        json_object(metadata, "metadata")
+        answer = self._session.post(f"/checkpoints/{self.uuid}/metadata", {"metadata": metadata})
+        self.metadata = answer["checkpoint"].get("metadata") or {}
+
+    def remove_metadata(self, keys: List[str]) -> None:
+        """Remove the given top-level keys from the checkpoint's user metadata (missing keys are ignored)."""
+        keys = string_list(keys, "keys")
+        answer = self._session.request("DELETE", f"/checkpoints/{self.uuid}/metadata", params={"keys": keys})
+        self.metadata = answer["checkpoint"].get("metadata") or {}
+
+
+def _framework_of(ckpt: pathlib.Path) -> str:
+    for name in (METADATA_FILE, LOAD_DATA_FILE):
+        file = ckpt / name
+        if file.is_file():
+            try:
+                data = json.loads(file.read_text())
+            except ValueError as e:
+                raise errors.DeterminedError(f"{file} is not valid JSON ({e}); download the checkpoint again") from None
+            framework = data.get("framework") if isinstance(data, dict) else None
+            if framework:
+                return str(framework)
+    if any((ckpt / n).is_file() for n in ("state_dict.pth", "determined/state_dict.pth", "pedl/state_dict.pth",
+                                           "checkpoint.pt")):
+        return "torch"
+    raise errors.DeterminedError(
+        f"{ckpt} holds no {METADATA_FILE} or {LOAD_DATA_FILE} naming its framework: it is not a checkpoint "
+        "directory written by Checkpoint.download() or a trial"
+    )

@@ -1,0 +1,54 @@
+"""What every client object shares: the session to its master, argument errors, timestamps."""
+import datetime
+import json
+from typing import Any, Dict, Optional
+
+from determined import errors
+from determined.common.api import Session
+from determined.experimental import _connect
+
+
+class UsageError(errors.DeterminedError, ValueError):
+    """A call of the SDK with arguments that cannot work; the message says which and what to pass instead."""
+
+
+def open_session(master: Optional[str]) -> Session:
+    """A session to `master` (a URL), else $DET_MASTER / $DET_MASTER_ADDR, else the local data dir's master."""
+    return _connect.read_session(master or None)
+
+
+class MasterBound:
+    """Holds the master address given by the user and opens its session on first use."""
+
+    def __init__(self, master: Optional[str], session: Optional[Session]) -> None:
+        self._master = master or ""
+        self._session_obj = session
+
+    @property
+    def _session(self) -> Session:
+        if self._session_obj is None:
+            self._session_obj = open_session(self._master)
+        return self._session_obj
+
+
+def parse_time(value: Any) -> Optional[datetime.datetime]:
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    return datetime.datetime.fromisoformat(str(value))
+
+
+def json_object(value: Any, what: str) -> Dict[str, Any]:
+    """`value` if it is a dict that JSON can encode; otherwise a UsageError naming `what`."""
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} must be a dict (a JSON object), not {type(value).__name__}")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{what} must be JSON-serializable: {e}") from None
+    return value
+
+
+def string_list(value: Any, what: str) -> list:
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set)) or not all(isinstance(k, str) for k in value):
+        raise UsageError(f"{what} must be a list of strings (top-level metadata keys), e.g. ['key']")
+    return list(value)

@@ -1,0 +1,252 @@
+"""The model registry: named models whose versions point at checkpoints; checkpoint lookup and metadata.
+
+Every function works inside the caller's transaction and raises RequestProblem before it changes anything,
+so a refused request stores nothing.
+"""
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from determined.master import states
+from determined.master.db import Checkpoint, utcnow
+from determined.master.db.models import Model, ModelVersion
+from determined.master.problems import RequestProblem
+
+MAX_NAME_LENGTH = 256
+SORT_COLUMNS = {
+    "name": Model.name,
+    "description": Model.description,
+    "creation_time": Model.creation_time,
+    "last_updated_time": Model.last_updated_time,
+}
+ORDERS = {"asc": "asc", "ascending": "asc", "desc": "desc", "descending": "desc"}
+
+
+# ---------------------------------------------------------------- validation
+
+
+def check_name(name: Any) -> str:
+    """A model name: 1..256 characters, no '/'."""
+    if not isinstance(name, str) or not name:
+        reason = "must be a non-empty string of at most 256 characters"
+    elif len(name) > MAX_NAME_LENGTH:
+        reason = f"{len(name)} characters; at most {MAX_NAME_LENGTH} are allowed"
+    elif "/" in name:
+        reason = f"{name!r} contains '/', which model names cannot contain"
+    else:
+        return name
+    raise RequestProblem(400, f"invalid model name: {reason}", [f"name: {reason}"])
+
+
+def check_metadata(value: Any, field: str = "metadata") -> Dict[str, Any]:
+    """A metadata value: a JSON object (string keys) with no NaN or infinite numbers."""
+    if not isinstance(value, Mapping):
+        raise RequestProblem(400, f"invalid {field}", [
+            f"{field}: expected a JSON object (e.g. {{\"key\": \"value\"}}), got {_json_type(value)}"])
+    _check_finite(value, field)
+    return dict(value)
+
+
+def _check_finite(value: Any, path: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RequestProblem(400, "invalid metadata", [f"{path}: {value} cannot be stored; use a finite number or null"])
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_finite(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_finite(item, f"{path}[{index}]")
+
+
+def check_description(value: Any) -> str:
+    if not isinstance(value, str):
+        raise RequestProblem(400, "invalid description", [f"description: expected a string, got {_json_type(value)}"])
+    return value
+
+
+def check_body(body: Any, allowed: Iterable[str], what: str) -> Dict[str, Any]:
+    """The request body as a dict, refusing anything but an object with the `allowed` keys."""
+    allowed = sorted(allowed)
+    if body is None:
+        return {}
+    if not isinstance(body, Mapping):
+        raise RequestProblem(400, f"invalid {what}", [f"body: expected a JSON object, got {_json_type(body)}"])
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise RequestProblem(400, f"invalid {what}", [f"{key}: unknown field; allowed: {', '.join(allowed)}" for key in unknown])
+    return dict(body)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+# ---------------------------------------------------------------- models
+
+
+def get_model(s: Session, name: str) -> Model:
+    model = s.scalars(select(Model).where(Model.name == name)).first()
+    if model is None:
+        raise RequestProblem(404, f"model {name!r} not found")
+    return model
+
+
+def create_model(s: Session, name: str, body: Any) -> Model:
+    """A new model; 409 when the name is taken."""
+    fields = check_body(body, ("description", "metadata"), "model")
+    name = check_name(name)
+    description = check_description("" if fields.get("description") is None else fields["description"])
+    metadata = check_metadata({} if fields.get("metadata") is None else fields["metadata"])
+    if s.scalars(select(Model.id).where(Model.name == name)).first() is not None:
+        raise RequestProblem(409, f"model {name!r} already exists; choose another name, or change it with PATCH /models/{name}")
+    now = utcnow()
+    model = Model(name=name, description=description, metadata_=metadata, creation_time=now, last_updated_time=now)
+    s.add(model)
+    s.flush()
+    return model
+
+
+def update_model(s: Session, name: str, body: Any) -> Model:
+    """Replace the description and/or the whole metadata object of a model."""
+    fields = check_body(body, ("description", "metadata"), "model update")
+    model = get_model(s, name)
+    description = check_description(fields["description"]) if "description" in fields else None
+    metadata = check_metadata(fields["metadata"]) if "metadata" in fields else None
+    if description is not None:
+        model.description = description
+    if metadata is not None:
+        model.metadata_ = metadata
+    if fields:
+        model.last_updated_time = utcnow()
+    s.flush()
+    return model
+
+
+def list_models(s: Session, sort_by: str = "name", order_by: str = "asc", name: str = "",
+                description: str = "") -> List[Model]:
+    """Models sorted by a column (text case-insensitively, ties by id), filtered by case-insensitive substrings of
+    name and description."""
+    column = SORT_COLUMNS.get(sort_by.lower())
+    if column is None:
+        raise RequestProblem(400, "invalid sort_by", [f"sort_by: {sort_by!r}; allowed: {', '.join(SORT_COLUMNS)}"])
+    order = _order(order_by)
+    query = select(Model)
+    if name:
+        query = query.where(func.lower(Model.name).contains(name.lower(), autoescape=True))
+    if description:
+        query = query.where(func.lower(Model.description).contains(description.lower(), autoescape=True))
+    key: Any = func.lower(column) if sort_by.lower() in ("name", "description") else column
+    keys = (key, Model.id) if order == "asc" else (key.desc(), Model.id.desc())
+    return list(s.scalars(query.order_by(*keys)))
+
+
+def _order(order_by: str) -> str:
+    order = ORDERS.get(order_by.lower())
+    if order is None:
+        raise RequestProblem(400, "invalid order_by", [f"order_by: {order_by!r}; allowed: asc, desc"])
+    return order
+
+
+# ---------------------------------------------------------------- versions
+
+
+def versions_of(s: Session, model: Model, order_by: str = "desc") -> List[ModelVersion]:
+    order = _order(order_by)
+    key = ModelVersion.version if order == "asc" else ModelVersion.version.desc()
+    return list(s.scalars(select(ModelVersion).where(ModelVersion.model_id == model.id).order_by(key)))
+
+
+def get_version(s: Session, model: Model, version: int) -> ModelVersion:
+    row = s.scalars(select(ModelVersion).where(ModelVersion.model_id == model.id, ModelVersion.version == version)).first()
+    if row is None:
+        latest = s.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.model_id == model.id))
+        known = f"versions are 1 to {latest}" if latest else "it has no versions yet"
+        raise RequestProblem(404, f"version {version} of model {model.name!r} not found; {known}")
+    return row
+
+
+def register_version(s: Session, model: Model, body: Any) -> ModelVersion:
+    """Register a COMPLETED checkpoint as the model's next version (1, 2, ...)."""
+    fields = check_body(body, ("checkpoint_uuid",), "model version")
+    uuid = fields.get("checkpoint_uuid")
+    if not isinstance(uuid, str) or not uuid:
+        raise RequestProblem(400, "invalid model version",
+                             ["checkpoint_uuid: required, the uuid of a COMPLETED checkpoint"])
+    ckpt = get_checkpoint(s, uuid)
+    if ckpt.state != states.COMPLETED:
+        raise RequestProblem(400, f"checkpoint {uuid} is {ckpt.state}; only a COMPLETED checkpoint can be registered",
+                             [f"checkpoint_uuid: checkpoint {uuid} is {ckpt.state}, not COMPLETED"])
+    latest = s.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.model_id == model.id)) or 0
+    now = utcnow()
+    row = ModelVersion(model_id=model.id, version=latest + 1, checkpoint_uuid=uuid, creation_time=now)
+    s.add(row)
+    model.last_updated_time = now
+    s.flush()
+    return row
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+CHECKPOINT_STATES = (states.ACTIVE, states.COMPLETED, states.ERROR, states.DELETED)
+
+
+def check_checkpoint_states(values: Optional[Iterable[str]]) -> List[str]:
+    """Checkpoint states of a `states=` filter, upper-cased (a `STATE_` prefix is accepted); [] = no filter."""
+    out = []
+    for value in values or []:
+        name = value.strip().upper()
+        name = name[len("STATE_"):] if name.startswith("STATE_") else name
+        if name not in CHECKPOINT_STATES:
+            raise RequestProblem(400, "invalid checkpoint state filter",
+                                 [f"states: {value!r} is not a checkpoint state; allowed: {', '.join(CHECKPOINT_STATES)}"])
+        out.append(name)
+    return out
+
+
+def get_checkpoint(s: Session, uuid: str) -> Checkpoint:
+    ckpt = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
+    if ckpt is None:
+        raise RequestProblem(404, f"checkpoint {uuid} not found")
+    return ckpt
+
+
+def registered_uuids(s: Session, uuids: Optional[Iterable[str]] = None) -> Set[str]:
+    """The checkpoint uuids (among `uuids`, or all) that some model version points at."""
+    query = select(ModelVersion.checkpoint_uuid).distinct()
+    if uuids is not None:
+        query = query.where(ModelVersion.checkpoint_uuid.in_(list(uuids)))
+    return set(s.scalars(query))
+
+
+def add_checkpoint_metadata(s: Session, uuid: str, body: Any) -> Checkpoint:
+    """Merge `body["metadata"]` into the checkpoint's metadata (top-level keys replaced)."""
+    fields = check_body(body, ("metadata",), "checkpoint metadata")
+    if "metadata" not in fields:
+        raise RequestProblem(400, "invalid checkpoint metadata", ["metadata: required, a JSON object of keys to set"])
+    metadata = check_metadata(fields["metadata"])
+    ckpt = get_checkpoint(s, uuid)
+    ckpt.metadata_ = {**(ckpt.metadata_ or {}), **metadata}
+    s.flush()
+    return ckpt
+
+
+def remove_checkpoint_metadata(s: Session, uuid: str, keys: Iterable[str]) -> Checkpoint:
+    """Remove top-level keys from the checkpoint's metadata; keys it does not have are ignored."""
+    ckpt = get_checkpoint(s, uuid)
+    drop = set(keys)
+    ckpt.metadata_ = {k: v for k, v in (ckpt.metadata_ or {}).items() if k not in drop}
+    s.flush()
+    return ckpt

@@ -1,0 +1,418 @@
+"""`async_halving` (one bracket of asynchronous successive halving) and `adaptive_asha` (brackets side by side).
+
+Metrics are kept sign-flipped when larger is better, so a smaller stored value is always better. A trial that
+exits early counts as the worst metric (`WORST_METRIC`) in the rung it was training for.
+"""
+import bisect
+import math
+import sys
+from fractions import Fraction
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
+
+from determined.searcher._context import SearchContext
+from determined.searcher._halving import brackets_for_mode, effective_max_rungs, rung_lengths
+from determined.searcher._method import ExitedReason, SearchMethod
+from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
+
+WORST_METRIC = sys.float_info.max
+
+
+# ---------------------------------------------------------------- bracket arithmetic (exact, no float logs)
+
+
+def trials_per_bracket(bracket_rungs: Sequence[int], max_trials: int, divisor: float) -> List[int]:
+    """max_trials split in proportion to divisor^(r-1)/r, each at least 1, the remainder to the first bracket."""
+    if len(bracket_rungs) > max_trials:
+        raise ValueError(
+            f"searcher: {len(bracket_rungs)} brackets ({list(bracket_rungs)}) need at least one trial each but "
+            f"max_trials is {max_trials}; raise max_trials or use fewer bracket_rungs"
+        )
+    base = Fraction(divisor)
+    weights = [base ** (rungs - 1) / rungs for rungs in bracket_rungs]
+    total = sum(weights)
+    counts = [max(1, math.floor(max_trials * w / total)) for w in weights]
+    counts[0] += max_trials - sum(counts)
+    if counts[0] < 1:
+        raise ValueError(
+            f"searcher: max_trials {max_trials} is too small for the brackets {list(bracket_rungs)}; raise max_trials"
+        )
+    return counts
+
+
+def concurrency_per_bracket(trials: Sequence[int], max_concurrent_trials: int, divisor: float) -> List[int]:
+    """How many trials each bracket runs at once.
+
+    0 (auto): every bracket gets max(trials of the last bracket, divisor); otherwise max_concurrent_trials split
+    evenly, the remainder one each to the most aggressive brackets. Each is capped by its bracket's trials and is
+    at least 1 (a bracket that ran nothing would never finish).
+    """
+    if max_concurrent_trials == 0:
+        wanted = [max(trials[-1], int(divisor))] * len(trials)
+    else:
+        share, extra = divmod(max_concurrent_trials, len(trials))
+        wanted = [share + (1 if i < extra else 0) for i in range(len(trials))]
+    return [max(1, min(w, t)) for w, t in zip(wanted, trials)]
+
+
+def promotion_count(results: int, divisor: float) -> int:
+    """floor(results / divisor): how many of a rung's results deserve promotion."""
+    return math.floor(Fraction(results) / Fraction(divisor))
+
+
+def _signed(metric: float, smaller_is_better: bool) -> float:
+    if math.isnan(metric):
+        return WORST_METRIC
+    return metric if smaller_is_better else -metric
+
+
+# ---------------------------------------------------------------- one bracket
+
+
+class AsyncHalvingSearch(SearchMethod):
+    """One bracket of asynchronous successive halving (`async_halving`).
+
+    Starts `max_concurrent_trials` trials (0: auto, see `concurrency_per_bracket`) in rung 0. When a trial reports
+    in a rung, the top floor(m/divisor) of the m results there deserve promotion: the reporting trial is promoted
+    if it is among them, else the trial at the boundary if it was not promoted yet. A promoted trial trains on to
+    the next rung's length. A trial reporting in the top rung is closed. When nothing was promoted and fewer than
+    `max_trials` trials exist, a new trial is created. Once all `max_trials` have reported in rung 0, the
+    unpromoted trials of rungs with no outstanding work are closed. Shutdown once every trial is closed.
+    """
+
+    def __init__(
+        self,
+        num_rungs: int,
+        max_length: int,
+        max_trials: int,
+        divisor: float = 4,
+        max_concurrent_trials: int = 0,
+        smaller_is_better: bool = True,
+        unit: str = "batches",
+    ) -> None:
+        _check_positive("num_rungs", num_rungs)
+        _check_positive("max_length", max_length)
+        _check_positive("max_trials", max_trials)
+        if not divisor > 1:
+            raise ValueError(f"searcher.divisor: must be > 1, got {divisor}")
+        if max_concurrent_trials < 0:
+            raise ValueError(f"searcher.max_concurrent_trials: must be >= 0, got {max_concurrent_trials}")
+        self.num_rungs = num_rungs
+        self.max_length = max_length
+        self.max_trials = max_trials
+        self.divisor = divisor
+        self.smaller_is_better = smaller_is_better
+        self.unit = unit
+        self.concurrency = concurrency_per_bracket([max_trials], max_concurrent_trials, divisor)[0]
+        self.rung_lengths = rung_lengths(num_rungs, max_length, divisor)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.trial_rung: Dict[str, int] = {}
+        # per rung: [request_id, signed metric, promoted], best (smallest) first
+        self.rungs: List[List[List[Any]]] = [[] for _ in range(self.num_rungs)]
+        self.outstanding: Set[str] = set()
+        self.outstanding_by_rung = [0] * self.num_rungs
+        self.exited: Set[str] = set()
+        self.close_sent: Set[str] = set()
+        self.closed: Set[str] = set()
+        self.closed_out_rungs = 0
+        self.shutdown = False
+
+    @classmethod
+    def from_config(cls, searcher_config: Mapping[str, Any]) -> "AsyncHalvingSearch":
+        """The bracket a canonical `async_halving` searcher section describes."""
+        from determined.searcher._searcher import config_int, config_length
+
+        unit, max_length = config_length(searcher_config, "max_length")
+        return cls(
+            num_rungs=config_int(searcher_config, "num_rungs"),
+            max_length=max_length,
+            max_trials=config_int(searcher_config, "max_trials"),
+            divisor=float(searcher_config.get("divisor", 4)),
+            max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0),
+            smaller_is_better=bool(searcher_config.get("smaller_is_better", True)),
+            unit=unit,
+        )
+
+    # ---- events
+
+    def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+        ops: List[Operation] = []
+        for _ in range(min(self.concurrency, self.max_trials)):
+            ops += self._create(ctx)
+        return ops
+
+    def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
+        self._known(request_id)
+        if request_id not in self.outstanding:
+            raise ValueError(f"searcher: trial {request_id} reported a validation but it has no rung in progress")
+        return self._report(ctx, request_id, _signed(float(metric), self.smaller_is_better))
+
+    def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
+        self._known(request_id)
+        self.exited.add(request_id)
+        if request_id in self.outstanding:
+            return self._report(ctx, request_id, WORST_METRIC)
+        return []
+
+    def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
+        self._known(request_id)
+        ops: List[Operation] = []
+        if request_id in self.outstanding:  # ended with work left and no early-exit event: it counts as worst
+            self.exited.add(request_id)
+            ops += self._report(ctx, request_id, WORST_METRIC)
+        self.closed.add(request_id)
+        if not self.shutdown and len(self.trial_rung) >= self.max_trials and len(self.closed) >= len(self.trial_rung):
+            self.shutdown = True
+            ops.append(Shutdown())
+        return ops
+
+    def progress(self) -> float:
+        return min(1.0, (len(self.rungs[0]) + len(self.closed)) / (2.0 * self.max_trials))
+
+    # ---- the algorithm
+
+    def _known(self, request_id: str) -> None:
+        if request_id not in self.trial_rung:
+            raise ValueError(f"searcher: unknown trial request {request_id}")
+
+    def _create(self, ctx: SearchContext) -> List[Operation]:
+        request_id = ctx.new_request_id()
+        self.trial_rung[request_id] = 0
+        self.outstanding.add(request_id)
+        self.outstanding_by_rung[0] += 1
+        return [Create(request_id, ctx.sample_hparams()), ValidateAfter(request_id, self.rung_lengths[0])]
+
+    def _report(self, ctx: SearchContext, request_id: str, value: float) -> List[Operation]:
+        rung = self.trial_rung[request_id]
+        self.outstanding.discard(request_id)
+        self.outstanding_by_rung[rung] -= 1
+        ops: List[Operation] = []
+        promoted: Optional[str] = None
+        if rung == self.num_rungs - 1:
+            self._insert(rung, request_id, value)
+            ops += self._close(request_id)
+        else:
+            promoted = self._insert_and_promote(rung, request_id, value)
+        if promoted is not None:
+            self.trial_rung[promoted] = rung + 1
+            self.outstanding.add(promoted)
+            self.outstanding_by_rung[rung + 1] += 1
+            if promoted in self.exited:  # runs the next rung as if it reported the worst metric there
+                ops += self._report(ctx, promoted, WORST_METRIC)
+            else:
+                ops.append(ValidateAfter(promoted, self.rung_lengths[rung + 1]))
+        elif len(self.trial_rung) < self.max_trials:
+            ops += self._create(ctx)
+        if len(self.rungs[0]) >= self.max_trials:
+            ops += self._close_out_rungs()
+        return ops
+
+    def _insert(self, rung: int, request_id: str, value: float) -> int:
+        entries = self.rungs[rung]
+        index = bisect.bisect_right(entries, value, key=lambda entry: entry[1])
+        entries.insert(index, [request_id, value, False])
+        return index
+
+    def _insert_and_promote(self, rung: int, request_id: str, value: float) -> Optional[str]:
+        entries = self.rungs[rung]
+        before = promotion_count(len(entries), self.divisor)
+        index = self._insert(rung, request_id, value)
+        now = promotion_count(len(entries), self.divisor)
+        if index < now:
+            entries[index][2] = True
+            return request_id
+        if now > before and not entries[before][2]:
+            entries[before][2] = True
+            return str(entries[before][0])
+        return None
+
+    def _close(self, request_id: str) -> List[Operation]:
+        if request_id in self.exited or request_id in self.close_sent or request_id in self.closed:
+            return []
+        self.close_sent.add(request_id)
+        return [Close(request_id)]
+
+    def _close_out_rungs(self) -> List[Operation]:
+        ops: List[Operation] = []
+        while self.closed_out_rungs < self.num_rungs and self.outstanding_by_rung[self.closed_out_rungs] == 0:
+            for request_id, _, was_promoted in self.rungs[self.closed_out_rungs]:
+                if not was_promoted:
+                    ops += self._close(request_id)
+            self.closed_out_rungs += 1
+        return ops
+
+    # ---- description and state
+
+    def describe(self) -> Dict[str, Any]:
+        """The bracket as plain JSON: rungs, trials, concurrency and rung lengths (in `unit`)."""
+        return {
+            "rungs": self.num_rungs,
+            "trials": self.max_trials,
+            "concurrency": min(self.concurrency, self.max_trials),
+            "rung_lengths": list(self.rung_lengths),
+        }
+
+    def snapshot(self) -> Dict[str, Any]:
+        return {
+            "trial_rung": dict(self.trial_rung),
+            "rungs": [[list(entry) for entry in entries] for entries in self.rungs],
+            "outstanding": sorted(self.outstanding),
+            "exited": sorted(self.exited),
+            "close_sent": sorted(self.close_sent),
+            "closed": sorted(self.closed),
+            "closed_out_rungs": self.closed_out_rungs,
+            "shutdown": self.shutdown,
+        }
+
+    def restore(self, snapshot: Dict[str, Any]) -> None:
+        self._reset()
+        self.trial_rung = {str(k): int(v) for k, v in snapshot["trial_rung"].items()}
+        self.rungs = [[[str(rid), float(value), bool(promoted)] for rid, value, promoted in entries]
+                      for entries in snapshot["rungs"]]
+        self.outstanding = set(snapshot["outstanding"])
+        for request_id in self.outstanding:
+            self.outstanding_by_rung[self.trial_rung[request_id]] += 1
+        self.exited = set(snapshot["exited"])
+        self.close_sent = set(snapshot["close_sent"])
+        self.closed = set(snapshot["closed"])
+        self.closed_out_rungs = int(snapshot["closed_out_rungs"])
+        self.shutdown = bool(snapshot["shutdown"])
+
+
+# ---------------------------------------------------------------- brackets side by side
+
+
+class ASHASearch(SearchMethod):
+    """`adaptive_asha`: brackets of asynchronous successive halving run side by side.
+
+    Effective max_rungs = min(max_rungs, floor(log_d(max_length))+1, floor(log_d(max_trials))+1); `mode` (or
+    `bracket_rungs`) gives each bracket's rungs; max_trials and max_concurrent_trials are split between brackets
+    (see `trials_per_bracket` and `concurrency_per_bracket`). Shutdown once every bracket has closed its trials.
+    """
+
+    def __init__(
+        self,
+        max_length: int,
+        max_trials: int,
+        mode: str = "standard",
+        divisor: float = 4,
+        max_rungs: int = 5,
+        max_concurrent_trials: int = 0,
+        bracket_rungs: Optional[Sequence[int]] = None,
+        smaller_is_better: bool = True,
+        unit: str = "batches",
+    ) -> None:
+        _check_positive("max_length", max_length)
+        _check_positive("max_trials", max_trials)
+        _check_positive("max_rungs", max_rungs)
+        if not divisor > 1:
+            raise ValueError(f"searcher.divisor: must be > 1, got {divisor}")
+        if max_concurrent_trials < 0:
+            raise ValueError(f"searcher.max_concurrent_trials: must be >= 0, got {max_concurrent_trials}")
+        self.max_length = max_length
+        self.max_trials = max_trials
+        self.mode = mode
+        self.divisor = divisor
+        self.unit = unit
+        self.smaller_is_better = smaller_is_better
+        self.max_rungs = effective_max_rungs(max_rungs, max_length, max_trials, divisor)
+        if bracket_rungs:
+            for rungs in bracket_rungs:
+                _check_positive("bracket_rungs", rungs)
+            self.bracket_rungs = list(bracket_rungs)
+        else:
+            self.bracket_rungs = brackets_for_mode(mode, self.max_rungs)
+        trials = trials_per_bracket(self.bracket_rungs, max_trials, divisor)
+        concurrency = concurrency_per_bracket(trials, max_concurrent_trials, divisor)
+        self.brackets = [
+            AsyncHalvingSearch(rungs, max_length, n, divisor, c, smaller_is_better, unit)
+            for rungs, n, c in zip(self.bracket_rungs, trials, concurrency)
+        ]
+        self.owner: Dict[str, int] = {}
+        self.shutdown = False
+
+    @classmethod
+    def from_config(cls, searcher_config: Mapping[str, Any]) -> "ASHASearch":
+        """The search a canonical `adaptive_asha` searcher section describes."""
+        from determined.searcher._searcher import config_int, config_length
+
+        unit, max_length = config_length(searcher_config, "max_length")
+        return cls(
+            max_length=max_length,
+            max_trials=config_int(searcher_config, "max_trials"),
+            mode=str(searcher_config.get("mode") or "standard"),
+            divisor=float(searcher_config.get("divisor", 4)),
+            max_rungs=config_int(searcher_config, "max_rungs", 5),
+            max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0),
+            bracket_rungs=searcher_config.get("bracket_rungs"),
+            smaller_is_better=bool(searcher_config.get("smaller_is_better", True)),
+            unit=unit,
+        )
+
+    def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+        ops: List[Operation] = []
+        for index, bracket in enumerate(self.brackets):
+            ops += self._own(index, bracket.initial_operations(ctx))
+        return ops
+
+    def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
+        index = self._bracket_of(request_id)
+        return self._own(index, self.brackets[index].on_validation_completed(ctx, request_id, metric, length))
+
+    def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
+        index = self._bracket_of(request_id)
+        return self._own(index, self.brackets[index].on_trial_exited_early(ctx, request_id, reason))
+
+    def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
+        index = self._bracket_of(request_id)
+        ops = self._own(index, self.brackets[index].on_trial_closed(ctx, request_id))
+        if not self.shutdown and all(bracket.shutdown for bracket in self.brackets):
+            self.shutdown = True
+            ops.append(Shutdown())
+        return ops
+
+    def progress(self) -> float:
+        return sum(b.progress() * b.max_trials for b in self.brackets) / float(self.max_trials)
+
+    def _bracket_of(self, request_id: str) -> int:
+        if request_id not in self.owner:
+            raise ValueError(f"searcher: unknown trial request {request_id}")
+        return self.owner[request_id]
+
+    def _own(self, index: int, ops: List[Operation]) -> List[Operation]:
+        out: List[Operation] = []
+        for op in ops:
+            if isinstance(op, Shutdown):
+                continue  # a bracket is done; the search is done when all are
+            if isinstance(op, Create):
+                self.owner[op.request_id] = index
+            out.append(op)
+        return out
+
+    def describe(self) -> Dict[str, Any]:
+        """The brackets as plain JSON: per bracket rungs, trials, concurrency and rung lengths (in `unit`)."""
+        return {"max_rungs": self.max_rungs, "brackets": [b.describe() for b in self.brackets]}
+
+    def snapshot(self) -> Dict[str, Any]:
+        return {
+            "brackets": [b.snapshot() for b in self.brackets],
+            "owner": dict(self.owner),
+            "shutdown": self.shutdown,
+        }
+
+    def restore(self, snapshot: Dict[str, Any]) -> None:
+        if len(snapshot["brackets"]) != len(self.brackets):
+            raise ValueError(
+                f"searcher snapshot has {len(snapshot['brackets'])} brackets but this config makes "
+                f"{len(self.brackets)}; the snapshot belongs to another searcher config"
+            )
+        for bracket, state in zip(self.brackets, snapshot["brackets"]):
+            bracket.restore(state)
+        self.owner = {str(k): int(v) for k, v in snapshot["owner"].items()}
+        self.shutdown = bool(snapshot["shutdown"])
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"searcher.{name}: must be a positive int, got {value!r}")

@@ -1,0 +1,42 @@
+"""Arithmetic shared by the successive-halving methods (ASHA and the synchronous brackets), exact: no float logs."""
+from fractions import Fraction
+from typing import List
+
+from determined.config.searchers import MODES
+
+
+def floor_log(value: int, divisor: float) -> int:
+    """floor(log_divisor(value)) for value >= 1, counted with exact arithmetic."""
+    if value < 1:
+        raise ValueError(f"floor_log: value must be >= 1, got {value}")
+    base = Fraction(divisor)
+    power, count = base, 0
+    while power <= value:
+        power *= base
+        count += 1
+    return count
+
+
+def effective_max_rungs(max_rungs: int, max_length: int, max_trials: int, divisor: float) -> int:
+    """min(max_rungs, floor(log_d(max_length))+1, floor(log_d(max_trials))+1)."""
+    return min(max_rungs, floor_log(max_length, divisor) + 1, floor_log(max_trials, divisor) + 1)
+
+
+def brackets_for_mode(mode: str, max_rungs: int) -> List[int]:
+    """The rungs of each bracket, most aggressive (most rungs) first."""
+    if mode == "aggressive":
+        return [max_rungs]
+    if mode == "standard":
+        return list(range(max_rungs, (max_rungs - 1) // 2, -1))
+    if mode == "conservative":
+        return list(range(max_rungs, 0, -1))
+    raise ValueError(f"searcher.mode: unknown mode {mode!r}; use one of {', '.join(MODES)}")
+
+
+def rung_lengths(num_rungs: int, max_length: int, divisor: float) -> List[int]:
+    """Cumulative length of each rung: max(1, floor(max_length / divisor^(num_rungs-i-1)))."""
+    base = Fraction(divisor)
+    return [max(1, int(Fraction(max_length) / base ** (num_rungs - i - 1))) for i in range(num_rungs)]
+
+
+__all__ = ["brackets_for_mode", "effective_max_rungs", "floor_log", "rung_lengths"]
