@@ -1,20 +1,20 @@
 """Checkpoint garbage collection: what an ended experiment keeps, and deleting the rest from storage.
 
 The checkpoints kept are the union of the experiment's `save_experiment_best` best, per trial its
-`save_trial_best` best and its `save_trial_latest` latest, and every checkpoint registered in the model
-registry. "Best" ranks by the searcher metric of the validation at the checkpoint's steps (direction from
+`save_trial_best` best and its `save_trial_latest` latest, every checkpoint registered in the model
+registry, and every checkpoint an unfinished trial started from and still needs (it has none of its own yet). "Best" ranks by the searcher metric of the validation at the checkpoint's steps (direction from
 `searcher.smaller_is_better`); checkpoints with no such validation rank last, and ties go to the later
 checkpoint. Only COMPLETED checkpoints take part.
 """
 import logging
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from determined.config.storage import GC_DEFAULTS
 from determined.master import registry, states
-from determined.master.db import Checkpoint, Experiment, ValidationMetrics
+from determined.master.db import Checkpoint, Experiment, Trial, ValidationMetrics
 from determined.master.experiment import get_experiment
 from determined.master.problems import RequestProblem
 from determined.storage._build import build_storage_manager
@@ -73,7 +73,19 @@ def checkpoints_to_delete(s: Session, exp: Experiment,
         latest_first = sorted(trial_ckpts, key=lambda c: (-c.steps_completed, -c.id))
         keep.update(c.uuid for c in latest_first[:policy["save_trial_latest"]])
     keep |= registry.registered_uuids(s, [c.uuid for c in ckpts])
+    keep |= warm_start_sources_in_use(s, [c.uuid for c in ckpts])
     return [c for c in ckpts if c.uuid not in keep], [c for c in ckpts if c.uuid in keep]
+
+
+def warm_start_sources_in_use(s: Session, uuids: List[str]) -> Set[str]:
+    """Those of `uuids` that an unfinished trial started from and still needs: it has no checkpoint of its own
+    yet, so a restart would load that one again (a warm start of another experiment, a PBT clone)."""
+    if not uuids:
+        return set()
+    own = select(Checkpoint.id).where(Checkpoint.trial_id == Trial.id, Checkpoint.state == states.COMPLETED).exists()
+    query = select(Trial.warm_start_checkpoint_uuid).where(
+        Trial.warm_start_checkpoint_uuid.in_(uuids), Trial.state.not_in(sorted(states.TRIAL_TERMINAL)), ~own)
+    return {str(u) for u in s.scalars(query)}
 
 
 def _ranking(s: Session, exp: Experiment, ckpts: List[Checkpoint]) -> Any:
@@ -125,7 +137,8 @@ def run_gc(master: "Master", experiment_id: int) -> List[str]:
         with master.lock:
             with master.read() as s:
                 row = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
-                if row is None or row.state != states.COMPLETED or registry.registered_uuids(s, [uuid]):
+                if (row is None or row.state != states.COMPLETED or registry.registered_uuids(s, [uuid])
+                        or warm_start_sources_in_use(s, [uuid])):
                     continue
             try:
                 storage.delete(uuid)

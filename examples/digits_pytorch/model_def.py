@@ -20,6 +20,22 @@ def build_mlp(hidden_size: int, dropout: float) -> nn.Module:
     )
 
 
+class KeepLearningRate(det_torch.PyTorchCallback):
+    """Give the optimizer this trial's learning rate after a checkpoint is loaded.
+
+    Loading a checkpoint restores the optimizer's state, learning rate included. A PBT clone starts from its
+    parent's checkpoint with a new learning rate, which must win over the parent's.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, learning_rate: float) -> None:
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate
+
+
 class DigitsTrial(det_torch.PyTorchTrial):
     def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
         self.context = context
@@ -31,6 +47,9 @@ class DigitsTrial(det_torch.PyTorchTrial):
             torch.optim.Adam(self.model.parameters(), lr=context.get_hparam("learning_rate"))
         )
         self.loss_fn = nn.CrossEntropyLoss()
+
+    def build_callbacks(self) -> Dict[str, det_torch.PyTorchCallback]:
+        return {"keep_learning_rate": KeepLearningRate(self.optimizer, self.context.get_hparam("learning_rate"))}
 
     def build_training_data_loader(self) -> det_torch.DataLoader:
         return det_torch.DataLoader(

@@ -1,5 +1,6 @@
 """Shared helpers of the master tests: configs, model-definition archives."""
 import base64
+import gzip
 import io
 import tarfile
 from typing import Any, Dict, Optional
@@ -8,7 +9,8 @@ from typing import Any, Dict, Optional
 def model_def(files: Optional[Dict[str, str]] = None) -> str:
     files = files if files is not None else {"model.py": "class T:\n    pass\n"}
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    # A fixed gzip mtime: the same files always give the same bytes (tests compare them).
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
         for name, text in files.items():
             data = text.encode()
             info = tarfile.TarInfo(name)

@@ -175,3 +175,28 @@ def test_preview_gc_and_patch_on_an_ended_experiment(session: Session, data_dir:
     assert states_of(session, exp_id)[b10] == "DELETED" and not (storage / b10).exists()
     assert states_of(session, exp_id)[a10] == "COMPLETED" and (storage / a10).is_dir()
     assert session.patch(f"/experiments/{exp_id}", {})["deleted"] == [], "nothing more to collect"
+
+
+def test_gc_keeps_a_checkpoint_that_an_unfinished_warm_start_still_needs(session: Session, data_dir: pathlib.Path) -> None:
+    source = make_experiment(session, trials=1)
+    source_id, [trial] = source["experiment"]["id"], source["trials"]
+    early = report(session, data_dir, trial["id"], 10, loss=0.9)
+    report(session, data_dir, trial["id"], 20, loss=0.1)
+
+    warm = make_experiment(session, trials=1, searcher={"source_checkpoint_uuid": early})
+    [warm_trial] = warm["trials"]
+    assert session.get(f"/trials/{warm_trial['id']}/context")["latest_checkpoint"]["uuid"] == early
+
+    # The strictest policy on the source: everything but what the warm-started trial still needs goes.
+    strictest = {"save_experiment_best": 0, "save_trial_best": 0, "save_trial_latest": 0}
+    assert _uuids(session.get(f"/experiments/{source_id}/preview_gc", strictest)["keep"]) == [early]
+    session.post(f"/experiments/{source_id}/cancel")
+    answer = session.patch(f"/experiments/{source_id}", {"checkpoint_storage": {
+        "save_experiment_best": 0, "save_trial_best": 0, "save_trial_latest": 0}})
+    assert early not in answer["deleted"] and states_of(session, source_id)[early] == "COMPLETED"
+    assert (data_dir / "checkpoints" / early / "state.bin").is_file()
+
+    # Once that trial has a checkpoint of its own, a restart no longer needs the source.
+    report(session, data_dir, warm_trial["id"], 5, loss=0.5)
+    assert session.patch(f"/experiments/{source_id}", {})["deleted"] == [early]
+    assert not (data_dir / "checkpoints" / early).exists()

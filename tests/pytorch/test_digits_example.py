@@ -92,3 +92,22 @@ def test_load_trial_from_checkpoint_path(example_modules: Any, tmp_path: pathlib
             model = loaded
         for name, tensor in model.state_dict().items():
             assert torch.equal(tensor, saved[name]), name
+
+
+def test_a_pbt_clone_trains_with_its_own_learning_rate(example_modules: Any, tmp_path: pathlib.Path) -> None:
+    new_api, _ = example_modules
+    config = _const_config()
+    hparams = {k: v["val"] for k, v in config["hyperparameters"].items()}
+    parent = run_trial(new_api.DigitsTrial, tmp_path, [20], config, hparams=hparams)
+    parent_uuid = parent.checkpoint.reported[-1]["uuid"]
+    explored = {**hparams, "learning_rate": hparams["learning_rate"] * 5}
+    clone = run_trial(new_api.DigitsTrial, tmp_path, [30], config, hparams=explored,
+                      latest_checkpoint=parent_uuid, steps_completed=20)
+    clone_uuid = clone.checkpoint.reported[-1]["uuid"]
+
+    def saved_lr(uuid: str) -> float:
+        state = torch.load(tmp_path / uuid / "state_dict.pth", weights_only=False)
+        return state["optimizers_state_dict"][0]["param_groups"][0]["lr"]
+
+    assert saved_lr(parent_uuid) == hparams["learning_rate"]
+    assert saved_lr(clone_uuid) == explored["learning_rate"], "the checkpoint's learning rate must not win"
