@@ -6,7 +6,7 @@ from determined.config.errors import Problems
 from determined.config.lengths import length_unit, length_value
 from determined.config.searchers import SearcherSpec
 from determined.searcher._context import SearchContext
-from determined.searcher._halving import brackets_for_mode, effective_max_rungs, rung_lengths
+from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
 from determined.searcher._method import ExitedReason, SearchMethod
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
@@ -219,7 +219,7 @@ class _Bracket:
         self.over = bool(snapshot["over"])
 
 
-class _HalvingBrackets(SearchMethod):
+class _HalvingBrackets(SideBySideBrackets, SearchMethod):
     """Brackets side by side: events go to the bracket that created the trial; Shutdown once all are finished."""
 
     name = ""
@@ -279,20 +279,6 @@ class _HalvingBrackets(SearchMethod):
             "trials": sum(b["trials"] for b in brackets),
             "total_length": sum(b["total_length"] for b in brackets),
         }
-
-    def snapshot(self) -> Dict[str, Any]:
-        return {"brackets": [b.snapshot() for b in self.brackets], "owner": dict(self.owner), "shutdown": self.shutdown}
-
-    def restore(self, snapshot: Dict[str, Any]) -> None:
-        if len(snapshot["brackets"]) != len(self.brackets):
-            raise ValueError(
-                f"the {self.name} snapshot has {len(snapshot['brackets'])} brackets but this config makes "
-                f"{len(self.brackets)}; restore a snapshot onto a search built from the same config"
-            )
-        for bracket, state in zip(self.brackets, snapshot["brackets"]):
-            bracket.restore(state)
-        self.owner = {k: int(v) for k, v in snapshot["owner"].items()}
-        self.shutdown = bool(snapshot["shutdown"])
 
 
 def _positive(field: str, value: Any) -> int:

@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
 from determined.searcher._context import SearchContext
-from determined.searcher._halving import brackets_for_mode, effective_max_rungs, rung_lengths
+from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
 from determined.searcher._method import ExitedReason, SearchMethod
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
@@ -283,7 +283,7 @@ class AsyncHalvingSearch(SearchMethod):
 # ---------------------------------------------------------------- brackets side by side
 
 
-class ASHASearch(SearchMethod):
+class ASHASearch(SideBySideBrackets, SearchMethod):
     """`adaptive_asha`: brackets of asynchronous successive halving run side by side.
 
     Effective max_rungs = min(max_rungs, floor(log_d(max_length))+1, floor(log_d(max_trials))+1); `mode` (or
@@ -393,24 +393,6 @@ class ASHASearch(SearchMethod):
     def describe(self) -> Dict[str, Any]:
         """The brackets as plain JSON: per bracket rungs, trials, concurrency and rung lengths (in `unit`)."""
         return {"max_rungs": self.max_rungs, "brackets": [b.describe() for b in self.brackets]}
-
-    def snapshot(self) -> Dict[str, Any]:
-        return {
-            "brackets": [b.snapshot() for b in self.brackets],
-            "owner": dict(self.owner),
-            "shutdown": self.shutdown,
-        }
-
-    def restore(self, snapshot: Dict[str, Any]) -> None:
-        if len(snapshot["brackets"]) != len(self.brackets):
-            raise ValueError(
-                f"searcher snapshot has {len(snapshot['brackets'])} brackets but this config makes "
-                f"{len(self.brackets)}; the snapshot belongs to another searcher config"
-            )
-        for bracket, state in zip(self.brackets, snapshot["brackets"]):
-            bracket.restore(state)
-        self.owner = {str(k): int(v) for k, v in snapshot["owner"].items()}
-        self.shutdown = bool(snapshot["shutdown"])
 
 
 def _check_positive(name: str, value: Any) -> None:

@@ -1,6 +1,6 @@
 """Arithmetic shared by the successive-halving methods (ASHA and the synchronous brackets), exact: no float logs."""
 from fractions import Fraction
-from typing import List
+from typing import Any, Dict, List
 
 from determined.config.searchers import MODES
 
@@ -39,4 +39,28 @@ def rung_lengths(num_rungs: int, max_length: int, divisor: float) -> List[int]:
     return [max(1, int(Fraction(max_length) / base ** (num_rungs - i - 1))) for i in range(num_rungs)]
 
 
-__all__ = ["brackets_for_mode", "effective_max_rungs", "floor_log", "rung_lengths"]
+
+class SideBySideBrackets:
+    """The state of a search that runs brackets side by side: the brackets (each with its own `snapshot()` and
+    `restore()`), the bracket that created each trial (`owner`), and whether the search has shut down."""
+
+    brackets: List[Any]
+    owner: Dict[str, int]
+    shutdown: bool
+
+    def snapshot(self) -> Dict[str, Any]:
+        return {"brackets": [b.snapshot() for b in self.brackets], "owner": dict(self.owner), "shutdown": self.shutdown}
+
+    def restore(self, snapshot: Dict[str, Any]) -> None:
+        if len(snapshot["brackets"]) != len(self.brackets):
+            raise ValueError(
+                f"the searcher snapshot has {len(snapshot['brackets'])} brackets but this config makes "
+                f"{len(self.brackets)}; restore a snapshot onto a search built from the same config"
+            )
+        for bracket, state in zip(self.brackets, snapshot["brackets"]):
+            bracket.restore(state)
+        self.owner = {str(k): int(v) for k, v in snapshot["owner"].items()}
+        self.shutdown = bool(snapshot["shutdown"])
+
+
+__all__ = ["SideBySideBrackets", "brackets_for_mode", "effective_max_rungs", "floor_log", "rung_lengths"]
