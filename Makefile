@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test install install-dev bench bench-search bench-checkpoint clean
+.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,10 @@ install-dev: $(STAMP_DEV)
 demo: $(STAMP_RUN)
 	$(BIN)/det experiment create examples/digits_pytorch/random.yaml examples/digits_pytorch
 
-## test: the whole suite
+## test: the whole suite on SQLite, then the master, auth and server tests again on PostgreSQL
 test: $(STAMP_DEV)
 	$(BIN)/python -m pytest -q
+	DET_TEST_DB=postgres $(BIN)/python -m pytest -q -p tests._postgres tests/master tests/auth tests/server
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/pytorch_overhead.py
@@ -39,6 +40,12 @@ bench-search: $(STAMP_DEV)
 
 bench-checkpoint: $(STAMP_DEV)
 	$(BIN)/python benchmarks/checkpoint_io.py
+
+bench-ddp: $(STAMP_DEV)
+	$(BIN)/python benchmarks/ddp_scaling.py
+
+bench-load: $(STAMP_DEV)
+	$(BIN)/python benchmarks/master_load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

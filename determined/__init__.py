@@ -19,7 +19,10 @@ _LAZY = {
     "TrialContext": ("determined._trial_context", "TrialContext"),
     "DeterminedError": ("determined.errors", "DeterminedError"),
 }
-_SUBMODULES = {"core", "config", "pytorch", "experimental", "storage", "searcher", "errors", "common"}
+_SUBMODULES = {
+    "core", "config", "pytorch", "keras", "estimator", "tensorflow", "experimental", "storage", "searcher", "errors",
+    "common",
+}
 
 
 def __getattr__(name: str) -> Any:

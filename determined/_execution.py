@@ -87,6 +87,49 @@ def _forget_foreign_module(module: str, model_dir: pathlib.Path) -> None:
         del sys.modules[name]
 
 
+def _top_level_modules(model_dir: pathlib.Path) -> List[str]:
+    """The names the model dir's files would be imported as: `x.py` and packages `x/__init__.py`."""
+    names = [p.stem for p in model_dir.glob("*.py")]
+    names += [p.parent.name for p in model_dir.glob("*/__init__.py")]
+    return sorted(set(names))
+
+
+def put_model_dir_first(model_dir: "str | pathlib.Path") -> pathlib.Path:
+    """Put `model_dir` first on sys.path and forget cached modules of the same names imported elsewhere.
+
+    So that a model dir's `model_def.py` and its helpers (`data.py`, ...) are the ones imported, even after
+    another experiment's model code was loaded in this process.
+    """
+    root = pathlib.Path(model_dir).resolve()
+    if str(root) in sys.path:
+        sys.path.remove(str(root))
+    sys.path.insert(0, str(root))
+    for name in _top_level_modules(root):
+        _forget_foreign_module(name, root)
+    importlib.invalidate_caches()
+    return root
+
+
+def import_trial_class(spec: str, code_dir: "Optional[str | pathlib.Path]" = None) -> type:
+    """The class named by a checkpoint's `module:QualName`, imported from `code_dir` when given, else sys.path."""
+    if code_dir is not None and pathlib.Path(code_dir).is_dir():
+        put_model_dir_first(code_dir)
+    module_name, _, qualname = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise errors.DeterminedError(
+            f"cannot import {module_name!r} to rebuild the trial {spec}: {e}; put the experiment's model "
+            "definition directory on sys.path first"
+        ) from e
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise errors.DeterminedError(f"module {module_name!r} has no {qualname!r} (trial class {spec})")
+    return obj
+
+
 def load_trial_class(entrypoint: str, model_dir: str) -> Type[Trial]:
     """Import `module.path:ClassName` with `model_dir` first on sys.path and return the Trial class."""
     if not isinstance(entrypoint, str) or entrypoint.count(":") != 1 or not all(entrypoint.split(":")):
@@ -97,11 +140,8 @@ def load_trial_class(entrypoint: str, model_dir: str) -> Type[Trial]:
     root = pathlib.Path(model_dir).resolve()
     if not root.is_dir():
         raise errors.InvalidTrialError(f"model directory {model_dir!r} does not exist")
-    if str(root) in sys.path:
-        sys.path.remove(str(root))
-    sys.path.insert(0, str(root))
+    put_model_dir_first(root)
     _forget_foreign_module(module_name, root)
-    importlib.invalidate_caches()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

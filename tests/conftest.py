@@ -7,9 +7,11 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def det_data_dir(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
-    """Every test gets its own data dir and no configured master."""
+    """Every test gets its own data dir, its own token cache (XDG_CONFIG_HOME), no configured master or user."""
     path = tmp_path / "det-data"
     monkeypatch.setenv("DET_DATA_DIR", str(path))
-    for var in ("DET_MASTER", "DET_MASTER_ADDR", "DET_TRIAL_ID", "DET_SESSION_TOKEN"):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    for var in ("DET_MASTER", "DET_MASTER_ADDR", "DET_TRIAL_ID", "DET_SESSION_TOKEN", "DET_USER", "DET_TOKEN_LIFETIME",
+                "DET_DB_URL"):
         monkeypatch.delenv(var, raising=False)
     return path

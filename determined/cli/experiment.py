@@ -2,6 +2,7 @@
 import argparse
 import os
 import sys
+import time
 from typing import Any, Dict, List, Optional
 
 from determined import config as det_config, errors
@@ -15,7 +16,22 @@ def _load_raw(path: str) -> Dict[str, Any]:
     return det_config.load_config_file(path)
 
 
+def _apply_cpu_slots(args: argparse.Namespace) -> None:
+    """--cpu-slots N: the CPU slots of the master this command starts (DET_CPU_SLOTS for it)."""
+    if getattr(args, "cpu_slots", None) is None:
+        return
+    if args.cpu_slots < 1:
+        raise errors.DeterminedError(f"--cpu-slots must be a positive number of slots, got {args.cpu_slots}")
+    if not args.local and _connect.configured_master(args.master):
+        raise errors.DeterminedError(
+            "--cpu-slots sets the slots of the master this command starts; with DET_MASTER set the running "
+            "master's slots apply (start it with `det master up --cpu-slots N`), or add --local"
+        )
+    os.environ["DET_CPU_SLOTS"] = str(args.cpu_slots)
+
+
 def create(args: argparse.Namespace) -> int:
+    _apply_cpu_slots(args)
     raw = _load_raw(args.config_file)
     if args.local and args.test_mode:
         return _local_test(raw, args.model_def)
@@ -214,10 +230,29 @@ def _action(name: str):
     def run(args: argparse.Namespace) -> int:
         session = _connect.read_session(args.master)
         exp = session.post(f"/experiments/{args.experiment_id}/{name}")["experiment"]
-        print(f"Experiment {exp['id']} is {exp['state']}")
+        if name in ("archive", "unarchive"):
+            print(f"Experiment {exp['id']} is {name}d")
+        else:
+            print(f"Experiment {exp['id']} is {exp['state']}")
         return 0
 
     return run
+
+
+WAIT_EXIT_CODES = {"COMPLETED": 0, "ERROR": 1}
+
+
+def wait(args: argparse.Namespace) -> int:
+    """Poll until the experiment ends; exit 0 when COMPLETED, 1 on ERROR, 2 when CANCELED (or otherwise ended)."""
+    if args.polling_interval <= 0:
+        raise errors.DeterminedError(f"--polling-interval must be a positive number of seconds, not {args.polling_interval}")
+    session = _connect.read_session(args.master)
+    while True:
+        exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
+        if exp["state"] in _follow.TERMINAL_STATES:
+            print(f"Experiment {exp['id']} ended: {exp['state']}", flush=True)
+            return WAIT_EXIT_CODES.get(exp["state"], 2)
+        time.sleep(args.polling_interval)
 
 
 def activate(args: argparse.Namespace) -> int:
@@ -236,6 +271,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("-t", "--test-mode", "--test", dest="test_mode", action="store_true",
                    help="one batch, a full validation and a checkpoint (in-process with --local)")
     c.add_argument("--paused", action="store_true", help="create the experiment without starting it")
+    c.add_argument("--cpu-slots", type=int, default=None, metavar="N",
+                   help="CPU slots of the master this command starts on a machine without GPUs "
+                        "(default: DET_CPU_SLOTS, else the number of cores)")
     c.add_argument("-d", "--detach", action="store_true", help="with a configured master: do not follow progress")
     c.set_defaults(func=create)
 
@@ -287,7 +325,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.set_defaults(func=activate)
     for name, help_text in (("pause", "pause an experiment (its trials checkpoint first)"),
                             ("cancel", "cancel an experiment (its trials checkpoint first)"),
-                            ("kill", "kill an experiment's trials at once")):
+                            ("kill", "kill an experiment's trials at once"),
+                            ("archive", "archive an ended experiment (hidden from `list` unless --all)"),
+                            ("unarchive", "unarchive an experiment")):
         x = s.add_parser(name, help=help_text)
         x.add_argument("experiment_id", type=int)
         x.set_defaults(func=_action(name))
+    w = s.add_parser("wait", help="wait until an experiment ends; exit 0 COMPLETED, 1 ERROR, 2 CANCELED")
+    w.add_argument("experiment_id", type=int)
+    w.add_argument("--polling-interval", type=float, default=5.0, metavar="SECONDS", help="seconds between checks (default 5)")
+    w.set_defaults(func=wait)

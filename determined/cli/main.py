@@ -18,12 +18,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from determined.cli import checkpoint, experiment, model, preview, trial
+    from determined.cli import checkpoint, experiment, master, model, preview, tensorboard, trial, user
 
     parser = _Parser(prog="det", description="Train Determined Trials: experiments, trials, checkpoints.")
     parser.add_argument("-m", "--master", default=None,
                         help="master URL (default: $DET_MASTER; unset = the embedded master of the local data dir)")
-    parser.add_argument("-u", "--user", default=None, help="run this command as USER")
+    parser.add_argument("-u", "--user", default=None,
+                        help="run this command as USER (default: $DET_USER, else the last `det user login`, else "
+                             "'determined')")
     parser.add_argument("-v", "--version", action="version", version=f"det {determined.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     experiment.add_parser(sub)
@@ -31,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     checkpoint.add_parser(sub)
     preview.add_parser(sub)
     model.add_parser(sub)
+    master.add_parser(sub)
+    user.add_parser(sub)
+    tensorboard.add_parser(sub)
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda args: print(f"det {determined.__version__}") or 0)
     return parser
@@ -42,8 +47,21 @@ def _print_error(e: BaseException) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parser().parse_args(argv)
+    saved = {k: os.environ.get(k) for k in ("DET_USER", "DET_SESSION_TOKEN")}
     if args.user:
         os.environ["DET_USER"] = args.user
+        os.environ.pop("DET_SESSION_TOKEN", None)  # act as that user, not as a trial's process
+    try:
+        return _run(args)
+    finally:
+        for key, value in saved.items():  # main() may run in a longer-lived process (tests, notebooks)
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _run(args: argparse.Namespace) -> int:
     from determined.config import InvalidExperimentConfig
 
     try:

@@ -5,8 +5,9 @@ import fnmatch
 import io
 import os
 import pathlib
+import posixpath
 import tarfile
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from determined import errors
 
@@ -67,6 +68,69 @@ def list_context_files(model_dir: str) -> List[Tuple[str, pathlib.Path]]:
     return found
 
 
+def _resolves_outside(path: str, links: Dict[str, str]) -> bool:
+    """Whether `path` (relative to the archive root) leaves the root once the archive's own links are followed."""
+    resolved: List[str] = []
+    todo = list(pathlib.PurePosixPath(path).parts)
+    hops = 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part.startswith("/"):
+            return True
+        if part == "..":
+            if not resolved:
+                return True
+            resolved.pop()
+            continue
+        candidate = "/".join(resolved + [part])
+        if candidate in links:
+            hops += 1
+            if hops > 40 or links[candidate].startswith("/"):
+                return True
+            todo = list(pathlib.PurePosixPath(links[candidate]).parts) + todo
+            continue
+        resolved.append(part)
+    return False
+
+
+def member_name(name: str) -> str:
+    """An archive member's name without leading `./`."""
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def unsafe_members(members: Sequence[tarfile.TarInfo]) -> List[str]:
+    """Why each unsafe member of a model archive is unsafe: absolute paths, `..`, links that lead out of the
+    directory (or through another link), device files, fifos and other special files. Empty when all are safe.
+    """
+    problems: List[str] = []
+    links = {member_name(m.name).rstrip("/"): m.linkname for m in members if m.issym()}
+    files: Set[str] = set()
+    for m in members:
+        name = member_name(m.name)
+        parts = pathlib.PurePosixPath(name).parts
+        parent = "/".join(parts[:-1])
+        if name.startswith("/") or ".." in parts:
+            problems.append(f"{m.name!r}: an absolute path or a '..' component")
+        elif not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            kind = "a device file" if (m.ischr() or m.isblk()) else "a fifo" if m.isfifo() else "a special file"
+            problems.append(f"{m.name!r}: {kind}; only regular files, directories and links may be uploaded")
+        elif any("/".join(parts[:i]) in links for i in range(1, len(parts))):
+            problems.append(f"{m.name!r}: lies inside a symbolic link of the archive")
+        elif m.issym() and (m.linkname.startswith("/") or _resolves_outside(posixpath.join(parent, m.linkname), links)):
+            problems.append(f"{m.name!r}: a symbolic link to {m.linkname!r}, outside the model directory")
+        elif m.islnk():
+            target = member_name(m.linkname)
+            if target.startswith("/") or ".." in pathlib.PurePosixPath(target).parts or target not in files:
+                problems.append(f"{m.name!r}: a hard link to {m.linkname!r}, not a file earlier in the archive")
+        if m.isfile():
+            files.add(name)
+    return problems
+
+
 def pack_model_dir(model_dir: str, limit: int = MAX_CONTEXT_BYTES) -> bytes:
     """A gzipped tar of the model dir; raises ContextError naming the largest files when over `limit`."""
     files = list_context_files(model_dir)
@@ -83,6 +147,12 @@ def pack_model_dir(model_dir: str, limit: int = MAX_CONTEXT_BYTES) -> bytes:
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
         for rel, path in files:
             tar.add(str(path), arcname=rel, recursive=False)
+        problems = unsafe_members(tar.getmembers())
+    if problems:
+        raise ContextError(
+            f"model directory {model_dir!r} cannot be uploaded: {'; '.join(problems[:5])}. Copy what the trial "
+            "needs into the directory, or list those entries in a .detignore file."
+        )
     return buf.getvalue()
 
 

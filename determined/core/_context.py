@@ -41,6 +41,8 @@ class Context:
         self.searcher = searcher
         self.preempt = preempt
         self._session = session
+        # True when core.init() built `distributed` from the launcher's environment: close() closes it.
+        self._owns_distributed = False
 
     @property
     def is_local(self) -> bool:
@@ -49,6 +51,8 @@ class Context:
 
     def close(self) -> None:
         self.preempt.close()
+        if self._owns_distributed:
+            self.distributed.close()
         if self._session is not None:
             self._session.close()
             self._session = None
@@ -75,8 +79,29 @@ def init(
     DET_SESSION_TOKEN, and the other arguments but `distributed` must be left out. Otherwise it is local
     (see `_make_local_context`): `checkpoint_dir` defaults to `./checkpoints`, and `lengths` to one
     operation of `searcher.max_length` batches when the config gives it in batches, else none.
+    Without `distributed`, a process started by `python -m determined.exec.launch` gets its rank and the
+    collectives from the environment (`DistributedContext.from_env()`); any other process has size 1.
     """
-    distributed = distributed or DistributedContext()
+    owns_distributed = distributed is None
+    distributed = distributed or DistributedContext.from_env()
+    try:
+        context = _init(distributed, checkpoint_dir, lengths, config, hparams, trial_seed)
+    except BaseException:
+        if owns_distributed:
+            distributed.close()
+        raise
+    context._owns_distributed = owns_distributed
+    return context
+
+
+def _init(
+    distributed: DistributedContext,
+    checkpoint_dir: Optional[str],
+    lengths: Optional[Sequence[int]],
+    config: Optional[Dict[str, Any]],
+    hparams: Optional[Dict[str, Any]],
+    trial_seed: int,
+) -> Context:
     if os.environ.get("DET_TRIAL_ID"):
         given = [n for n, v in (("checkpoint_dir", checkpoint_dir), ("lengths", lengths), ("config", config),
                                 ("hparams", hparams)) if v is not None]

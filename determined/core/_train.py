@@ -7,6 +7,7 @@ from determined import errors
 from determined.common.api import Session
 from determined.core._distributed import DistributedContext
 from determined.core._metrics import clean_batch_metrics, clean_metrics
+from determined.core._tensorboard import TrialMetricsWriter
 
 logger = logging.getLogger("determined.core")
 
@@ -38,6 +39,8 @@ class TrainContext:
         self.training_history: List[Dict[str, Any]] = []
         self.validation_history: List[Dict[str, Any]] = []
         self.early_exit_reason: Optional[str] = None
+        # Event files of the reported metrics for `det tensorboard` (only with a master).
+        self._tensorboard = TrialMetricsWriter(session, trial_id) if session is not None else None
 
     def report_training_metrics(
         self,
@@ -57,6 +60,7 @@ class TrainContext:
             self.training_history.append(body)
             return
         self._session.post(f"/trials/{self._trial_id}/training_metrics", json=body)
+        self._tensorboard_write("training", steps_completed, body["metrics"])
 
     def report_validation_metrics(self, steps_completed: int, metrics: Dict[str, Any]) -> None:
         """Report validation metrics; `last_validation_was_best` then says whether they are the experiment's best."""
@@ -70,6 +74,11 @@ class TrainContext:
             return
         answer = self._session.post(f"/trials/{self._trial_id}/validation_metrics", json=body) or {}
         self.last_validation_was_best = bool(answer.get("is_best", False))
+        self._tensorboard_write("validation", steps_completed, body["metrics"])
+
+    def _tensorboard_write(self, group: str, steps_completed: int, metrics: Dict[str, Any]) -> None:
+        if self._tensorboard is not None:
+            self._tensorboard.write(group, int(steps_completed), metrics)
 
     def report_early_exit(self, reason: str) -> None:
         """Tell the master the trial stops early: ERRORED, USER_CANCELED or INVALID_HP."""

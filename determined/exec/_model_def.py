@@ -7,6 +7,7 @@ import posixpath
 import tarfile
 
 from determined import errors
+from determined.common.context import unsafe_members
 
 
 def _check_member(member: tarfile.TarInfo, root: pathlib.Path) -> None:
@@ -14,7 +15,7 @@ def _check_member(member: tarfile.TarInfo, root: pathlib.Path) -> None:
     parts = pathlib.PurePosixPath(name).parts
     if name.startswith("/") or posixpath.isabs(name) or ".." in parts:
         raise errors.DeterminedError(f"model definition archive: refusing the unsafe path {name!r}")
-    if not (member.isfile() or member.isdir() or member.issym()):
+    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
         raise errors.DeterminedError(
             f"model definition archive: {name!r} is not a regular file, directory or symbolic link"
         )
@@ -46,6 +47,9 @@ def extract_model_def(b64_tgz: str, dst: str) -> pathlib.Path:
             members = tar.getmembers()
             for member in members:
                 _check_member(member, root)
+            unsafe = unsafe_members(members)  # also links through links, members inside links, hard links
+            if unsafe:
+                raise errors.DeterminedError(f"model definition archive: refusing unsafe members: {'; '.join(unsafe)}")
             for member in members:
                 if member.issym():
                     continue

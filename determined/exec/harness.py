@@ -4,6 +4,10 @@ It reads DET_MASTER, DET_TRIAL_ID, DET_ALLOCATION_ID and DET_SESSION_TOKEN, fetc
 the experiment's model definition, unpacks it into a fresh work directory, and runs the trial: the config's
 `entrypoint` Trial class through its controller, or the Native API command's script. Exit status 0 when
 the trial finished or was preempted; 1 when the user's code failed; 3 when the master stayed unreachable.
+
+A trial on several slots runs one harness per slot under `python -m determined.exec.launch`, which sets
+RANK/WORLD_SIZE and the chief's address; `core.init()` connects the ranks, and only the chief (rank 0)
+pulls searcher operations and reports to the master.
 """
 import logging
 import os
@@ -99,8 +103,17 @@ def _run(session: Session, trial_id: int) -> None:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _rank() -> int:
+    try:
+        return int(os.environ.get("RANK") or 0)
+    except ValueError:
+        return 0
+
+
 def _report_unrecoverable(session: Session, trial_id: int) -> None:
-    """A restart would fail the same way, so the trial ends now."""
+    """A restart would fail the same way, so the trial ends now (reported once, by the chief)."""
+    if _rank() != 0:
+        return
     logger.error("trial %d cannot succeed as written; it is not restarted", trial_id)
     try:
         session.post(f"/trials/{trial_id}/early_exit", {"reason": "ERRORED"})

@@ -1,5 +1,5 @@
 """The Native API (create, create_trial_instance) and the client SDK (Determined and the objects it returns)."""
-from determined.experimental._native import create, create_trial_instance
+from determined.experimental._native import Mode, create, create_trial_instance
 from determined.experimental.client import (
     Checkpoint,
     Determined,
@@ -15,6 +15,7 @@ __all__ = [
     "Determined",
     "ExperimentReference",
     "Model",
+    "Mode",
     "ModelOrderBy",
     "ModelSortBy",
     "TrialReference",

@@ -15,11 +15,12 @@ def read_session(master: Optional[str] = None) -> Session:
     """A session for commands that only read or record.
 
     An explicit master is used over HTTP; otherwise a master running on the local data dir (its lock file);
-    otherwise the master's app is opened in-process on the data dir, with no background loops.
+    otherwise the master's app is opened in-process on the data dir, with no background loops. The session
+    authenticates by itself (see determined.common.api.Session).
     """
     url = configured_master(master)
     if url:
-        return Session(url, token=os.environ.get("DET_SESSION_TOKEN"))
+        return Session(url)
     from determined.master import embedded
 
     data_dir = common.data_dir()

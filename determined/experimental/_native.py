@@ -1,4 +1,5 @@
 """The Native API entry points of seed 002: create() and create_trial_instance()."""
+import enum
 import os
 import pathlib
 import random
@@ -7,6 +8,13 @@ from typing import Any, Dict, List, Optional, Type
 
 from determined import config as det_config, errors
 from determined.experimental import _run
+
+
+class Mode(enum.Enum):
+    """Where a Native API `init()` runs the experiment: submitted to a master (CLUSTER) or tested here (LOCAL)."""
+
+    CLUSTER = "cluster"
+    LOCAL = "local"
 
 
 def _jsonable(value: Any) -> Any:

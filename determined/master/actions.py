@@ -1,4 +1,4 @@
-"""What users do to experiments and trials: create, activate, pause, cancel, kill."""
+"""What users do to experiments and trials: create, activate, pause, cancel, kill, archive."""
 import time
 from typing import Any, Dict, Mapping, Optional
 
@@ -119,6 +119,22 @@ def _stop(s: Session, experiment_id: int, *, kill: bool) -> Experiment:
             trial.state = states.STOPPING_CANCELED
             trial.preempt_requested = True
     _check_done(s, exp)
+    return exp
+
+
+def archive(s: Session, experiment_id: int) -> Experiment:
+    """Hide an ended experiment from `det experiment list` (it stays readable by id)."""
+    exp = get_experiment(s, experiment_id)
+    if exp.state not in states.EXPERIMENT_TERMINAL:
+        raise RequestProblem(400, f"experiment {exp.id} is {exp.state}; only an ended experiment (COMPLETED, CANCELED "
+                                  f"or ERROR) can be archived: cancel or kill it first")
+    exp.archived = True
+    return exp
+
+
+def unarchive(s: Session, experiment_id: int) -> Experiment:
+    exp = get_experiment(s, experiment_id)
+    exp.archived = False
     return exp
 
 

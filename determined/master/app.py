@@ -1,14 +1,22 @@
 """The master's FastAPI application."""
 import contextlib
+import logging
 import os
 from typing import Any, AsyncIterator, Optional, Sequence
 
-from fastapi import APIRouter, FastAPI
+import sqlalchemy.exc
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
 
 import determined
-from determined.master.api import api_router, checkpoints, models
+from determined.master import auth, users
+from determined.master import ui
+from determined.master.api import api_router, checkpoints, cluster, insights, models
+from determined.master.api import users as users_api
 from determined.master.master import Master
 from determined.master.rm import Slots
+
+logger = logging.getLogger("determined.master")
 
 
 def create_app(
@@ -20,12 +28,15 @@ def create_app(
     slots: Optional[Slots] = None,
     trial_command: Optional[Sequence[str]] = None,
     preemption_timeout: Optional[float] = None,
+    warn_blank_passwords: bool = False,
 ) -> FastAPI:
     """The REST API over the data dir's database (migrated on creation).
 
     With `run_scheduler`, the app's lifespan starts and stops the scheduler, which launches trial processes
     that reach the master at `url` (or at `Master.start(url)`, called before the app serves). Without it
     the app only reads and records (list, describe, create without running), e.g. in-process for the CLI.
+    Every /api/ route but login and /master/info needs a bearer token (determined.master.auth);
+    `warn_blank_passwords` logs a warning at start while a default user has a blank password (servers).
     """
     kwargs: Any = {}
     if preemption_timeout is not None:
@@ -35,6 +46,10 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if warn_blank_passwords:
+            warning = blank_password_warning(master)
+            if warning:
+                logger.warning(warning)
         if run_scheduler:
             master.start()
         try:
@@ -47,10 +62,41 @@ def create_app(
     app.state.master = master
     app.include_router(api_router)
     app.include_router(registry_router)
+    app.include_router(ui.router)
+    app.include_router(users_router)
+    app.add_middleware(auth.AuthMiddleware, resolver=auth.TrialPrincipalCache(lambda token: _resolve(master, token)))
+    app.add_exception_handler(OverflowError, _out_of_range)
+    app.add_exception_handler(sqlalchemy.exc.DataError, _out_of_range)
     return app
+
+
+async def _out_of_range(_request: Request, exc: Exception) -> JSONResponse:
+    """A number the database cannot hold (an id or count past 2**31, say) is bad input, not a server error."""
+    del exc
+    return JSONResponse(status_code=400, content={"detail": {
+        "message": "a number in the request is out of range for the database",
+        "problems": ["ids and counts must be whole numbers from 0 to 2147483647"]}})
+
+
+def _resolve(master: Master, token: str) -> Optional[auth.Principal]:
+    with master.read() as s:
+        return auth.resolve(s, token)
+
+
+def blank_password_warning(master: Master) -> Optional[str]:
+    """A warning naming the default users whose password is blank, or None."""
+    with master.read() as s:
+        blank = users.blank_default_users(s)
+    if not blank:
+        return None
+    return (f"the user(s) {', '.join(blank)} have a blank password: anyone who reaches this master can log in as "
+            f"them; set one with `det -u admin user change-password USER`")
 
 
 # The checkpoint and model registry routes, under the same prefix as the rest of the API.
 registry_router = APIRouter(prefix="/api/v1")
-for _module in (checkpoints, models):
+for _module in (checkpoints, models, cluster, insights):
     registry_router.include_router(_module.router)
+
+users_router = APIRouter(prefix="/api/v1")
+users_router.include_router(users_api.router)

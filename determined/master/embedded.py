@@ -152,6 +152,28 @@ def _take_lock(path: pathlib.Path) -> None:
     raise errors.DeterminedError(f"could not take the master lock {path}; remove it if no master runs")
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise errors.DeterminedError(f"cannot listen on {host}:{port} ({e.strerror or e}); "
+                                     "choose another address with --host/--port (--port 0: any free port)") from None
+    return sock
+
+
+def _reachable_host(host: str) -> str:
+    """The address trial processes and local commands use to reach a master listening on `host`."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
 def start(
     data_dir: "str | os.PathLike[str]",
     *,
@@ -160,8 +182,11 @@ def start(
     trial_command: Optional[Sequence[str]] = None,
     preemption_timeout: Optional[float] = None,
     startup_timeout: float = 30.0,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    warn_blank_passwords: bool = False,
 ) -> EmbeddedMaster:
-    """Start a master for `data_dir` in this process: migrations, API on 127.0.0.1 (free port), scheduler.
+    """Start a master for `data_dir` in this process: migrations, API on `host`:`port` (0: a free port), scheduler.
 
     Experiments left ACTIVE in the database resume. `trial_command` replaces the harness (tests only).
     """
@@ -170,14 +195,12 @@ def start(
     lock_path = _lock_path(root)
     _take_lock(lock_path)
     try:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        sock = _listen(host, port)
+        url = f"http://{_reachable_host(host)}:{sock.getsockname()[1]}"
         app = create_app(root, db_url, run_scheduler=True, url=url, slots=slots, trial_command=trial_command,
-                         preemption_timeout=preemption_timeout)
+                         preemption_timeout=preemption_timeout, warn_blank_passwords=warn_blank_passwords)
         master: Master = app.state.master
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="determined-master-http",
                                   daemon=True)

@@ -1,24 +1,104 @@
 """The Master: database, state machine lock, resource manager and the scheduler thread that ties them."""
+import concurrent.futures
 import contextlib
 import logging
 import os
 import pathlib
+import queue
 import threading
 import time
-from typing import Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, TypeVar
 
 from sqlalchemy import select
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
+from determined import errors
 from determined.master import allocations, scheduler, states
 from determined.master import gc as checkpoint_gc
-from determined.master.db import Experiment, Trial, default_db_url, make_engine, upgrade
+from determined.master.db import Experiment, Trial, engine as db_engine
 from determined.master.logs import LogWriter
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
 
 logger = logging.getLogger("determined.master")
 
 DEFAULT_PREEMPTION_TIMEOUT = 60.0
+GROUP_COMMIT_MAX = 256  # most items one group-commit transaction takes
+
+Item = TypeVar("Item")
+# Stores a batch of items on a connection inside one transaction; returns, per item, None (stored) or the
+# exception its sender gets (the others are still committed).
+BatchApply = Callable[[Connection, Sequence[Any]], List[Optional[BaseException]]]
+
+
+class GroupCommit(Generic[Item]):
+    """A writer thread that stores items submitted by many requests in shared transactions.
+
+    While one transaction runs under the master's lock, new items queue up; the next transaction takes all
+    of them (up to GROUP_COMMIT_MAX), so concurrent senders share one commit (one fsync on PostgreSQL).
+    `submit` returns a future that is resolved once the item's transaction has committed. When a shared
+    transaction fails, its items are retried one per transaction, so one bad item fails alone.
+    """
+
+    _STOP = object()
+
+    def __init__(self, master: "Master", apply: BatchApply, name: str) -> None:
+        self.master = master
+        self.apply = apply
+        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"determined-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, item: Item) -> "concurrent.futures.Future[None]":
+        future: "concurrent.futures.Future[None]" = concurrent.futures.Future()
+        self._queue.put((item, future))
+        return future
+
+    def stop(self) -> None:
+        """Store what is queued, then end the thread."""
+        self._queue.put(self._STOP)
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            batch = [] if first is self._STOP else [first]
+            stopping = first is self._STOP
+            while len(batch) < GROUP_COMMIT_MAX:
+                try:
+                    entry = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if entry is self._STOP:
+                    stopping = True
+                else:
+                    batch.append(entry)
+            if batch:
+                self._store(batch)
+            if stopping:
+                return
+
+    def _store(self, batch: List[Any]) -> None:
+        try:
+            outcomes = self._transaction([item for item, _ in batch])
+        except Exception as e:
+            if len(batch) > 1:
+                for entry in batch:
+                    self._store([entry])
+                return
+            outcomes = [e]
+        for (_, future), outcome in zip(batch, outcomes):
+            if not future.set_running_or_notify_cancel():
+                continue
+            if outcome is None:
+                future.set_result(None)
+            else:
+                future.set_exception(outcome)
+
+    def _transaction(self, items: List[Any]) -> List[Optional[BaseException]]:
+        with self.master.lock:
+            with self.master.write_engine.begin() as connection:
+                return self.apply(connection, items)
 
 
 class Master:
@@ -42,12 +122,22 @@ class Master:
     ) -> None:
         self.data_dir = pathlib.Path(data_dir).expanduser().resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.db_url = db_url or default_db_url(self.data_dir)
-        self.engine = make_engine(self.db_url)
-        upgrade(self.engine)
+        self.db_url = db_engine.resolve_db_url(self.data_dir, db_url)
+        self.engine = db_engine.make_engine(self.db_url)
+        db_engine.upgrade(self.engine)
+        self._release_db_lock: Optional[Callable[[], None]] = None
+        if run_scheduler:
+            try:
+                self._release_db_lock = db_engine.hold_master_lock(self.engine)
+            except db_engine.DatabaseInUse as e:
+                self.engine.dispose()
+                raise errors.DeterminedError(str(e)) from None
         self._reads = sessionmaker(self.engine, expire_on_commit=False)
         self._writes = sessionmaker(self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False)
+        self.write_engine = self.engine.execution_options(sqlite_immediate=True)
         self.lock = threading.RLock()
+        self._group_commits: Dict[BatchApply, GroupCommit[Any]] = {}
+        self._group_commits_lock = threading.Lock()
         self.url = url
         self.run_scheduler = run_scheduler
         self.preemption_timeout = preemption_timeout
@@ -68,19 +158,32 @@ class Master:
     # ------------------------------------------------------------ transactions
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Session]:
-        """A transaction that changes state: serialised by the master's lock, committed on success."""
+    def write(self, *, wake: bool = True) -> Iterator[Session]:
+        """A transaction that changes state: serialised by the master's lock, committed on success.
+
+        The scheduler looks at the new state at once unless `wake` is false (a change that cannot start or
+        stop anything, such as a metrics report); its own transactions never wake it again.
+        """
         with self.lock:
             with self._writes() as s:
                 with s.begin():
                     yield s
-        self.wake()
+        if wake and threading.current_thread() is not self._thread:
+            self.wake()
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
         with self._reads() as s:
             yield s
             s.rollback()
+
+    def group_commit(self, apply: BatchApply, name: str = "group-commit") -> GroupCommit[Any]:
+        """The writer that stores items with `apply` in shared transactions (one per `apply`, started on first use)."""
+        with self._group_commits_lock:
+            writer = self._group_commits.get(apply)
+            if writer is None:
+                writer = self._group_commits[apply] = GroupCommit(self, apply, name)
+            return writer
 
     def wake(self) -> None:
         """Make the scheduler look at the state now rather than at its next poll."""
@@ -118,6 +221,13 @@ class Master:
             self._thread.join()
         if self.log_writer is not None:
             self.log_writer.stop()
+        with self._group_commits_lock:
+            writers, self._group_commits = list(self._group_commits.values()), {}
+        for writer in writers:
+            writer.stop()
+        if self._release_db_lock is not None:
+            self._release_db_lock()
+            self._release_db_lock = None
         self.engine.dispose()
 
     def _run(self) -> None:

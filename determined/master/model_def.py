@@ -3,15 +3,18 @@ import base64
 import binascii
 import io
 import tarfile
-from typing import Optional, Set
+from typing import List, Optional, Set
 
+from determined.common.context import unsafe_members
 from determined.master.problems import RequestProblem
 
 MAX_MODEL_DEF_BYTES = 96 * 1024 * 1024
+MAX_MEMBERS = 100_000
 
 
 def decode_model_def(b64_tgz: object, entrypoint: Optional[str]) -> bytes:
-    """The archive's bytes, after checking size, format and that the entrypoint's module file is inside."""
+    """The archive's bytes, after checking size, format, that every member is safe to unpack (no absolute paths,
+    `..`, links out of the directory, device files or fifos) and that the entrypoint's module file is inside."""
     if not isinstance(b64_tgz, str) or not b64_tgz:
         raise RequestProblem(400, "model_definition: a base64-encoded .tar.gz of the model directory is required")
     try:
@@ -21,14 +24,32 @@ def decode_model_def(b64_tgz: object, entrypoint: Optional[str]) -> bytes:
     if len(data) > MAX_MODEL_DEF_BYTES:
         raise RequestProblem(400, f"model_definition: the archive is {len(data) / 2**20:.1f} MB, more than the 96 MB "
                                   "limit; leave data sets and outputs out of the model directory (use .detignore)")
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-            names = {_normalise(m.name) for m in archive.getmembers() if m.isfile()}
-    except (tarfile.TarError, OSError, EOFError):
-        raise RequestProblem(400, "model_definition: not a valid .tar.gz archive") from None
+    members = _members(data)
+    unsafe = unsafe_members(members)
+    if unsafe:
+        raise RequestProblem(400, f"model_definition: unsafe archive member {unsafe[0]}", unsafe)
+    names = {_normalise(m.name) for m in members if m.isfile()}
     if entrypoint:
         _check_entrypoint(entrypoint, names)
     return data
+
+
+def _members(data: bytes) -> List[tarfile.TarInfo]:
+    """The archive's members, read one by one: it stops as soon as they unpack to more than the limit."""
+    members: List[tarfile.TarInfo] = []
+    unpacked = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            for member in archive:
+                members.append(member)
+                unpacked += member.size if member.isfile() else 0
+                if unpacked > MAX_MODEL_DEF_BYTES or len(members) > MAX_MEMBERS:
+                    raise RequestProblem(
+                        400, f"model_definition: the archive unpacks to more than 96 MB or {MAX_MEMBERS} files; "
+                             "leave data sets and outputs out of the model directory (use .detignore)")
+    except (tarfile.TarError, OSError, EOFError, ValueError):
+        raise RequestProblem(400, "model_definition: not a valid .tar.gz archive") from None
+    return members
 
 
 def _normalise(name: str) -> str:

@@ -1,8 +1,12 @@
 """The trial side of the protocol: what a trial process pulls and reports (docs/internals.md)."""
+import dataclasses
+import datetime
+import json
 import math
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from sqlalchemy import select
+from sqlalchemy import DateTime, bindparam, delete, select, text, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 import determined
@@ -16,7 +20,7 @@ from determined.master.experiment import (
     pending_operations,
     start_steps,
 )
-from determined.master.problems import RequestProblem
+from determined.master.problems import RequestProblem, not_found
 
 EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP")
 
@@ -100,6 +104,75 @@ def report_training(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[s
                           batch_metrics=_json_safe(batch_metrics), end_time=utcnow()))
     trial.total_batches = max(trial.total_batches, steps)
     return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingReport:
+    """A checked training-metrics report of a trial's current run, its metrics already serialised as JSON."""
+
+    trial_id: int
+    token: str
+    steps_completed: int
+    metrics_json: str
+    batch_metrics_json: str
+    end_time: datetime.datetime
+
+
+def training_report(trial_id: int, token: str, body: Mapping[str, Any]) -> TrainingReport:
+    """Check a report sent with a trial token (400 on bad input), ready for `store_training_reports`."""
+    steps = _int(body, "steps_completed")
+    metrics = body.get("metrics") or {}
+    batch_metrics = body.get("batch_metrics") or []
+    if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
+        raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
+    return TrainingReport(trial_id, token, steps, _dumps(metrics), _dumps(batch_metrics), utcnow())
+
+
+_TRAINING_DELETE = delete(TrainingMetrics).where(
+    TrainingMetrics.trial_id == bindparam("tid"), TrainingMetrics.steps_completed == bindparam("steps"))
+_TOTAL_BATCHES = update(Trial).where(Trial.id == bindparam("tid"), Trial.total_batches < bindparam("steps")).values(
+    total_batches=bindparam("steps"))
+
+
+def _training_insert(connection: Connection) -> Any:
+    # Metrics arrive as JSON text: PostgreSQL casts it to its json column; SQLite stores the text as is.
+    value = "CAST(:{} AS JSON)" if connection.dialect.name == "postgresql" else ":{}"
+    return text("INSERT INTO training_metrics (trial_id, steps_completed, metrics, batch_metrics, end_time) "
+                f"VALUES (:tid, :steps, {value.format('metrics')}, {value.format('batch_metrics')}, :end_time)"
+                ).bindparams(bindparam("end_time", type_=DateTime))
+
+
+def store_training_reports(connection: Connection, reports: Sequence[TrainingReport]) -> List[Optional[BaseException]]:
+    """Store training reports of trials' current runs in the caller's transaction (see Master.group_commit).
+
+    Like the one-report route: a report replaces the trial's record at the same step; a trial that does not
+    exist is 404; a token that is not the trial's current run is refused with 409 (the process should exit).
+    """
+    ids = sorted({r.trial_id for r in reports})
+    tokens: Dict[int, Optional[str]] = {
+        tid: token for tid, token in connection.execute(select(Trial.id, Trial.session_token).where(Trial.id.in_(ids)))}
+    outcomes: List[Optional[BaseException]] = []
+    accepted: Dict[Tuple[int, int], TrainingReport] = {}
+    for r in reports:
+        if r.trial_id not in tokens:
+            outcomes.append(not_found("trial", r.trial_id))
+        elif r.token != tokens[r.trial_id]:
+            outcomes.append(RequestProblem(
+                409, f"trial {r.trial_id}: this process is not the trial's current run; it should exit"))
+        else:
+            accepted[(r.trial_id, r.steps_completed)] = r  # a later report at the same step replaces an earlier one
+            outcomes.append(None)
+    if accepted:
+        rows = list(accepted.values())
+        connection.execute(_TRAINING_DELETE, [{"tid": r.trial_id, "steps": r.steps_completed} for r in rows])
+        connection.execute(_training_insert(connection), [
+            {"tid": r.trial_id, "steps": r.steps_completed, "metrics": r.metrics_json,
+             "batch_metrics": r.batch_metrics_json, "end_time": r.end_time} for r in rows])
+        furthest: Dict[int, int] = {}
+        for r in rows:
+            furthest[r.trial_id] = max(furthest.get(r.trial_id, 0), r.steps_completed)
+        connection.execute(_TOTAL_BATCHES, [{"tid": t, "steps": steps} for t, steps in sorted(furthest.items())])
+    return outcomes
 
 
 def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
@@ -187,6 +260,14 @@ def _number(body: Mapping[str, Any], key: str) -> float:
     return float(value)
 
 
+def _dumps(value: Any) -> str:
+    """JSON text of reported metrics; NaN and infinities become null (as `_json_safe`)."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_json_safe(value))
+
+
 def _json_safe(value: Any) -> Any:
     """JSON data with NaN and infinities replaced by None (SQLite's JSON cannot hold them)."""
     if isinstance(value, float):
@@ -199,6 +280,7 @@ def _json_safe(value: Any) -> Any:
 
 
 __all__: List[str] = [
-    "authorize", "complete_operation", "early_exit", "next_operation", "preemption_signal", "report_checkpoint",
-    "report_training", "report_validation", "trial_context",
+    "TrainingReport", "authorize", "complete_operation", "early_exit", "next_operation", "preemption_signal",
+    "report_checkpoint", "report_training", "report_validation", "store_training_reports", "trial_context",
+    "training_report",
 ]

@@ -24,6 +24,7 @@ def experiment(s: Session, exp: Experiment) -> Dict[str, Any]:
         "labels": list(config.get("labels") or []),
         "config": config,
         "owner": exp.owner,
+        "archived": bool(exp.archived),
         "start_time": timestamp(exp.start_time),
         "end_time": timestamp(exp.end_time),
         "progress": float(exp.progress or 0.0),

@@ -1,5 +1,4 @@
 """What a PyTorchTrial checkpoint holds: state_dict.pth and load_data.json; writing, reading, rebuilding."""
-import importlib
 import json
 import logging
 import pathlib
@@ -102,21 +101,10 @@ def trial_class_spec(trial_class: type) -> str:
     return f"{trial_class.__module__}:{trial_class.__qualname__}"
 
 
-def import_trial_class(spec: str) -> type:
-    module_name, _, qualname = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise errors.DeterminedError(
-            f"cannot import {module_name!r} to rebuild the trial {spec}: {e}; put the experiment's model "
-            "definition directory on sys.path first"
-        ) from e
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise errors.DeterminedError(f"module {module_name!r} has no {qualname!r} (trial class {spec})")
-    return obj
+def import_trial_class(spec: str, code_dir: "Optional[str | pathlib.Path]" = None) -> type:
+    from determined import _execution
+
+    return _execution.import_trial_class(spec, code_dir)
 
 
 def read_load_data(path: pathlib.Path) -> Dict[str, Any]:
@@ -142,7 +130,7 @@ def load_trial_from_checkpoint_path(path: str, **torch_load_kwargs: Any) -> Any:
 
     ckpt = pathlib.Path(path)
     load_data = read_load_data(ckpt)
-    trial_class = import_trial_class(load_data["trial_cls_spec"])
+    trial_class = import_trial_class(load_data["trial_cls_spec"], ckpt / "code")
     state = read_state(ckpt, **torch_load_kwargs)
     config = load_data.get("experiment_config") or {}
     core_context = core._make_local_context(

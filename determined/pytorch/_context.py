@@ -6,6 +6,7 @@ import torch
 
 from determined import errors
 from determined._trial_context import TrialContext
+from determined.pytorch import _distributed
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._lr_scheduler import LRScheduler, LRSchedulerStepMode
 from determined.pytorch._to_device import to_device
@@ -26,6 +27,7 @@ class PyTorchTrialContext(TrialContext):
 
     def __init__(self, core_context: Any, config: Dict[str, Any], hparams: Dict[str, Any], trial_seed: int) -> None:
         super().__init__(core_context, config, hparams, trial_seed)
+        _distributed.check_global_batch_size(hparams, self.distributed.size)
         self.device: torch.device = _pick_device(self.distributed.local_rank)
         self.models: List[torch.nn.Module] = []
         self.optimizers: List[torch.optim.Optimizer] = []
@@ -45,10 +47,17 @@ class PyTorchTrialContext(TrialContext):
     # -- wrapping ------------------------------------------------------------------------------------
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Move the model to the trial's device and register it for checkpoints; returns the model."""
+        """Move the model to the trial's device and register it for checkpoints; returns the model.
+
+        With several slots the model comes back wrapped in DistributedDataParallel (its gradients are
+        averaged across slots during backward; attributes of your model are still reachable through it).
+        Checkpoints hold the state of your model itself, the same with any number of slots.
+        """
         if not isinstance(model, torch.nn.Module):
             raise errors.InvalidTrialError(f"wrap_model() takes a torch.nn.Module, got {type(model).__name__}")
         model = model.to(self.device)
+        if self.distributed.size > 1:
+            model = _distributed.wrap_ddp(model, self.device)
         self.models.append(model)
         return model
 
@@ -89,7 +98,7 @@ class PyTorchTrialContext(TrialContext):
         """Compute the gradients of `loss` (call it in train_batch instead of loss.backward()).
 
         With optimizations.aggregation_frequency k > 1 the gradients of k batches accumulate before the
-        optimizer steps.
+        optimizer steps; with several slots they are exchanged between slots only on the k-th batch.
         """
         if not isinstance(loss, torch.Tensor):
             raise errors.InvalidTrialError(f"context.backward() takes the loss tensor, got {type(loss).__name__}")

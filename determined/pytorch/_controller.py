@@ -1,6 +1,7 @@
 """PyTorchTrialController: drives a PyTorchTrial through the searcher operations of a core context."""
 import contextlib
 import logging
+import time
 from typing import Any, Dict, Iterator, List, Optional, Type
 
 import numpy as np
@@ -8,9 +9,9 @@ import torch
 
 from determined import errors
 from determined._trial import TrialController
-from determined.pytorch import _checkpoint, _trial
+from determined.pytorch import _checkpoint, _distributed, _trial
 from determined.pytorch._callback import PyTorchCallback
-from determined.pytorch._context import PyTorchTrialContext
+from determined.pytorch._context import PyTorchTrialContext, _pick_device
 from determined.pytorch._data import DataLoader
 from determined.pytorch._lr_scheduler import LRScheduler, LRSchedulerStepMode
 from determined.pytorch._reducer import MetricAccumulator, combine_partials, reducer_for, to_python
@@ -18,6 +19,9 @@ from determined.pytorch._to_device import to_device
 from determined.pytorch._training_metrics import TrainingMetrics, metrics_of_train_batch
 
 logger = logging.getLogger("determined.pytorch")
+
+# Seconds of training between two checks, by the ranks of a multi-slot trial, of whether to stop.
+STOP_CHECK_S = 0.5
 
 
 def instantiate_trial(trial_class: Type[Any], context: PyTorchTrialContext) -> Any:
@@ -113,6 +117,9 @@ class PyTorchTrialController(TrialController):
         self._last_checkpoint = 0
         self._batches_since_report = TrainingMetrics()
         self._train_iterator: Optional[Iterator[Any]] = None
+        # When the ranks of a multi-slot trial next agree on stopping (see _should_stop).
+        self._next_stop_check = 0
+        self._last_stop_check = (time.monotonic(), 0)
 
     # -- configuration -------------------------------------------------------------------------------
 
@@ -157,9 +164,12 @@ class PyTorchTrialController(TrialController):
 
     @classmethod
     def pre_execute_hook(cls, trial_seed: int, distributed: Any) -> None:
+        """Seed torch; with several slots, join the trial's torch.distributed process group."""
         torch.manual_seed(trial_seed)
         if torch.cuda.is_available():
             torch.cuda.manual_seed_all(trial_seed)
+        if distributed is not None and distributed.size > 1:
+            _distributed.init_process_group(distributed, _pick_device(distributed.local_rank))
 
     def run(self) -> None:
         self._restore()
@@ -178,7 +188,7 @@ class PyTorchTrialController(TrialController):
             self._validate()
         while self.steps_completed < op.length:
             self._train_one_batch()
-            stop = self.core.preempt.should_preempt() or self.context.get_stop_requested()
+            stop = self._should_stop()
             done = self.steps_completed >= op.length
             validation_due = self._validation_due()
             checkpoint_due = self._checkpoint_due()
@@ -198,6 +208,33 @@ class PyTorchTrialController(TrialController):
         metrics = self._last_validation_metrics or {}
         op.report_completed(self._searcher_metric_value(metrics))
         return True
+
+    def _should_stop(self) -> bool:
+        """Whether to checkpoint and stop after this batch: the master's preemption (the chief asks), or a
+        stop requested by the trial on any rank. Every rank gets the same answer, after the same batch.
+
+        With several slots the ranks agree on it about every STOP_CHECK_S seconds (at least every
+        scheduling_unit batches) rather than after every batch: the chief measures the pace of training
+        and tells the others after how many batches they check next.
+        """
+        if self._size == 1:
+            return self.core.preempt.should_preempt() or self.context.get_stop_requested()
+        if self.steps_completed < self._next_stop_check:
+            return False
+        now = time.monotonic()
+        preempt, interval = False, 1
+        if self._rank == 0:
+            preempt = self.core.preempt._chief_should_preempt()
+            batches = self.steps_completed - self._last_stop_check[1]
+            if batches > 0 and now > self._last_stop_check[0]:
+                per_batch = (now - self._last_stop_check[0]) / batches
+                interval = int(min(self._scheduling_unit, max(1.0, STOP_CHECK_S / per_batch)))
+        decisions = self.context.distributed.allgather((preempt, self.context.get_stop_requested(), interval))
+        self._last_stop_check = (now, self.steps_completed)
+        self._next_stop_check = self.steps_completed + int(decisions[0][2])
+        if any(requested for _, requested, _ in decisions) and not self.context.get_stop_requested():
+            self.context.set_stop_requested(True)
+        return bool(decisions[0][0]) or self.context.get_stop_requested()
 
     def _stop(self) -> bool:
         if self.steps_completed > self._last_checkpoint:
@@ -250,21 +287,8 @@ class PyTorchTrialController(TrialController):
         epoch_idx = batch_idx // self._epoch_len if self._epoch_len else 0
         batch = to_device(self._next_batch(), context.device)
         context._current_batch_idx = batch_idx
-        if self._old_api:
-            model = context.models[0]
-            output = self.trial.train_batch(batch, model, epoch_idx, batch_idx)
-            metrics = metrics_of_train_batch(output, self.trial_class.__name__)
-            if "loss" not in metrics:
-                raise errors.InvalidTrialError(
-                    f"{self.trial_class.__name__}.train_batch() returned a dict without \"loss\"; the 0.12 API "
-                    "needs the loss to run backward and the optimizer step"
-                )
-            context.backward(metrics["loss"])
-            for optimizer in context.optimizers:
-                context.step_optimizer(optimizer)
-        else:
-            output = self.trial.train_batch(batch, epoch_idx, batch_idx)
-            metrics = metrics_of_train_batch(output, self.trial_class.__name__)
+        with _distributed.gradient_sync(context.models, context.is_update_batch()):
+            metrics = self._call_train_batch(batch, epoch_idx, batch_idx)
         if context.lr_schedulers and context.is_update_batch():
             for scheduler in context.lr_schedulers:
                 if scheduler.should_step_after_batch(batch_idx, self._epoch_len or 1, context._aggregation_frequency):
@@ -272,15 +296,35 @@ class PyTorchTrialController(TrialController):
         self._batches_since_report.add(metrics)
         self.steps_completed = batch_idx + 1
 
+    def _call_train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        context = self.context
+        if not self._old_api:
+            output = self.trial.train_batch(batch, epoch_idx, batch_idx)
+            return metrics_of_train_batch(output, self.trial_class.__name__)
+        output = self.trial.train_batch(batch, context.models[0], epoch_idx, batch_idx)
+        metrics = metrics_of_train_batch(output, self.trial_class.__name__)
+        if "loss" not in metrics:
+            raise errors.InvalidTrialError(
+                f"{self.trial_class.__name__}.train_batch() returned a dict without \"loss\"; the 0.12 API "
+                "needs the loss to run backward and the optimizer step"
+            )
+        context.backward(metrics["loss"])
+        for optimizer in context.optimizers:
+            context.step_optimizer(optimizer)
+        return metrics
+
     def _report_training_metrics(self) -> None:
         if not len(self._batches_since_report):
             return
         averages, per_batch = self._batches_since_report.flush()
         if self._size > 1 and self._average_training_metrics:
-            gathered: List[Dict[str, Any]] = self.context.distributed.allgather(averages)
-            averages = {
-                name: float(np.mean([g[name] for g in gathered if name in g])) for name in averages
-            }
+            # Every rank trained the same number of batches: the mean of the ranks' means is the mean
+            # over all batches of all ranks.
+            gathered = self.context.distributed.gather((averages, per_batch))
+            if gathered is None:
+                return
+            averages = _mean_of_dicts([g[0] for g in gathered])
+            per_batch = [_mean_of_dicts(list(batches)) for batches in zip(*(g[1] for g in gathered))]
         self.core.train.report_training_metrics(self.steps_completed, averages, per_batch)
 
     # -- validation ----------------------------------------------------------------------------------
@@ -330,7 +374,7 @@ class PyTorchTrialController(TrialController):
         loader = self.validation_loader.get_data_loader(
             repeat=False, skip=0, num_replicas=self._size, rank=self._rank, seed=self.context.get_trial_seed()
         )
-        model = self.context.models[0]
+        model = _distributed.unwrap(self.context.models[0])
         accumulator = MetricAccumulator()
         for batch in loader:
             batch = to_device(batch, self.context.device)
@@ -361,7 +405,7 @@ class PyTorchTrialController(TrialController):
                 repeat=False, skip=0, num_replicas=1, rank=0, seed=self.context.get_trial_seed()
             )
             if self._evaluate_takes_model:
-                metrics = self.trial.evaluate_full_dataset(loader, self.context.models[0])
+                metrics = self.trial.evaluate_full_dataset(loader, _distributed.unwrap(self.context.models[0]))
             else:
                 metrics = self.trial.evaluate_full_dataset(loader)
             if not isinstance(metrics, dict):
@@ -380,7 +424,7 @@ class PyTorchTrialController(TrialController):
     def _state(self) -> Dict[str, Any]:
         context = self.context
         return {
-            "models_state_dict": [m.state_dict() for m in context.models],
+            "models_state_dict": [_distributed.unwrap(m).state_dict() for m in context.models],
             "optimizers_state_dict": [o.state_dict() for o in context.optimizers],
             "lr_schedulers_state_dict": [s.state_dict() for s in context.lr_schedulers],
             "callbacks": {name: cb.state_dict() for name, cb in self.callbacks.items()},
@@ -419,7 +463,7 @@ class PyTorchTrialController(TrialController):
         with self.core.checkpoint.restore_path(uuid) as path:
             state = _checkpoint.read_state(path, map_location=self.context.device)
         context = self.context
-        _checkpoint.load_into(context.models, state["models_state_dict"], "models")
+        _checkpoint.load_into([_distributed.unwrap(m) for m in context.models], state["models_state_dict"], "models")
         _checkpoint.load_into(context.optimizers, state["optimizers_state_dict"], "optimizers")
         _checkpoint.load_into(context.lr_schedulers, state["lr_schedulers_state_dict"], "LR schedulers")
         for name, callback_state in state["callbacks"].items():
@@ -437,6 +481,23 @@ class PyTorchTrialController(TrialController):
         own_checkpoint = int(state.get("steps_completed", -1)) == self.steps_completed
         self._last_validation = state.get("last_validation") if own_checkpoint else None
         logger.info("restored checkpoint %s at %d batches", uuid, self.steps_completed)
+
+
+def _mean_of_dicts(dicts: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Per name, the mean of the numeric values the dicts hold (non-numeric values: the first one's)."""
+    names: List[str] = []
+    for d in dicts:
+        names.extend(n for n in d if n not in names)
+    out: Dict[str, Any] = {}
+    for name in names:
+        values = [d[name] for d in dicts if name in d and d[name] is not None]
+        try:
+            mean = np.mean(np.asarray(values, dtype=np.float64), axis=0)
+        except (TypeError, ValueError):
+            out[name] = values[0] if values else None
+            continue
+        out[name] = float(mean) if np.ndim(mean) == 0 else mean.tolist()
+    return out
 
 
 def _plain(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """Reducers: how per-batch validation metrics become one value per metric."""
 import enum
-from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -17,7 +17,22 @@ class Reducer(enum.Enum):
     MIN = "min"
 
 
-ReducerSpec = Union[Reducer, Mapping[str, Reducer]]
+class CustomReducer(Protocol):
+    """A reducer of your own, for metrics the built-in ones cannot combine exactly across slots.
+
+    For each metric and validation, every slot calls `reset()` (when defined), then `accumulate(value)`
+    for each of its batches in order; the last return value is the slot's result. The results of all
+    slots (those with at least one batch), in rank order, go to `cross_slot_reduce(per_slot)`, whose
+    return value is the metric. The interface is the one of `determined.estimator.MetricReducer`.
+    """
+
+    def accumulate(self, metric: Any) -> Any: ...
+
+    def cross_slot_reduce(self, per_slot_metrics: List[Any]) -> Any: ...
+
+
+AnyReducer = Union[Reducer, CustomReducer]
+ReducerSpec = Union[AnyReducer, Mapping[str, AnyReducer]]
 
 # One rank's partial result for one metric: (reduced value, number of batches it covers).
 Partial = Tuple[Any, int]
@@ -30,15 +45,20 @@ def _as_array(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float64) if not isinstance(value, np.ndarray) else value
 
 
-def _check_reducer(name: str, reducer: Any) -> Reducer:
-    if not isinstance(reducer, Reducer):
+def is_custom(reducer: Any) -> bool:
+    return all(callable(getattr(reducer, m, None)) for m in ("accumulate", "cross_slot_reduce"))
+
+
+def _check_reducer(name: str, reducer: Any) -> AnyReducer:
+    if not isinstance(reducer, Reducer) and not is_custom(reducer):
         raise errors.InvalidTrialError(
-            f"evaluation_reducer() gave {reducer!r} for metric {name!r}; use det.pytorch.Reducer.AVG, SUM, MAX or MIN"
+            f"evaluation_reducer() gave {reducer!r} for metric {name!r}; use det.pytorch.Reducer.AVG, SUM, MAX or "
+            "MIN, or an object with accumulate(value) and cross_slot_reduce(per_slot_values) methods"
         )
-    return reducer
+    return reducer  # type: ignore[no-any-return]
 
 
-def reducer_for(spec: ReducerSpec, name: str) -> Reducer:
+def reducer_for(spec: ReducerSpec, name: str) -> AnyReducer:
     """The reducer of metric `name`: the single reducer, or its entry in a per-metric dict (AVG if absent)."""
     if isinstance(spec, Mapping):
         return _check_reducer(name, spec.get(name, Reducer.AVG))
@@ -60,8 +80,15 @@ def validate_reducer_spec(spec: Any, metric_names: Sequence[str]) -> ReducerSpec
     return _check_reducer("<all metrics>", spec)
 
 
-def reduce_values(reducer: Reducer, values: List[Any]) -> Any:
+def reduce_values(reducer: AnyReducer, values: List[Any]) -> Any:
     """Reduce the per-batch values of one metric on one rank."""
+    if not isinstance(reducer, Reducer):
+        if callable(getattr(reducer, "reset", None)):
+            reducer.reset()  # type: ignore[union-attr]
+        state = None
+        for value in values:
+            state = reducer.accumulate(value)
+        return state
     if all(hasattr(v, "detach") for v in values):
         # One device-to-host copy for the whole validation instead of one per batch.
         stacked = torch.stack([v.detach().to(torch.float64) for v in values]).cpu().numpy()
@@ -76,11 +103,13 @@ def reduce_values(reducer: Reducer, values: List[Any]) -> Any:
     return stacked.min(axis=0)
 
 
-def combine_partials(reducer: Reducer, partials: List[Partial]) -> Any:
+def combine_partials(reducer: AnyReducer, partials: List[Partial]) -> Any:
     """Reduce the per-rank results of one metric; AVG is weighted by the batches each rank evaluated."""
     partials = [p for p in partials if p[1] > 0]
     if not partials:
         return None
+    if not isinstance(reducer, Reducer):
+        return reducer.cross_slot_reduce([p[0] for p in partials])
     values = np.stack([np.asarray(p[0], dtype=np.float64) for p in partials])
     if reducer is Reducer.AVG:
         weights = np.asarray([p[1] for p in partials], dtype=np.float64)
@@ -95,9 +124,14 @@ def combine_partials(reducer: Reducer, partials: List[Partial]) -> Any:
 
 def to_python(value: Any) -> Any:
     """A float for a 0-d result, a (nested) list for an array result."""
-    if value is None:
-        return None
-    array = np.asarray(value)
+    if value is None or isinstance(value, (str, bool, dict)):
+        return value
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return value
     return float(array) if array.ndim == 0 else array.tolist()
 
 

@@ -173,8 +173,13 @@ def test_load_from_path_errors(env: Env, tmp_path: pathlib.Path) -> None:
     tf_dir = tmp_path / "tf"
     tf_dir.mkdir()
     (tf_dir / "metadata.json").write_text(json.dumps({"framework": "tensorflow-2.15.0", "format": "saved_model"}))
-    with pytest.raises(errors.DeterminedError, match="tensorflow-2.15.0"):
+    with pytest.raises(errors.DeterminedError, match="holds no SavedModel"):
         Checkpoint.load_from_path(str(tf_dir))
+    unknown = tmp_path / "unknown"
+    unknown.mkdir()
+    (unknown / "metadata.json").write_text(json.dumps({"framework": "jax-0.4", "format": "orbax"}))
+    with pytest.raises(errors.DeterminedError, match="'jax-0.4': no loader knows"):
+        Checkpoint.load_from_path(str(unknown))
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(errors.DeterminedError, match="metadata.json"):

@@ -122,8 +122,8 @@ def test_sigkilled_trial_restarts_from_checkpoint(tmp_path: pathlib.Path) -> Non
 def test_ctrl_c_pauses_and_activate_resumes(tmp_path: pathlib.Path) -> None:
     cfg = small_config(
         tmp_path, "const.yaml",
-        searcher={"max_length": {"batches": 8000}},
-        min_validation_period={"batches": 4000},
+        searcher={"max_length": {"batches": 4000}},
+        min_validation_period={"batches": 2000},
         scheduling_unit=10,
     )
     proc = _start(cfg, EXAMPLE)
@@ -140,13 +140,13 @@ def test_ctrl_c_pauses_and_activate_resumes(tmp_path: pathlib.Path) -> None:
     assert exp["state"] == "PAUSED"
     paused = _trial()
     assert paused["checkpoints"], "pausing checkpoints first"
-    assert 0 < paused["checkpoints"][-1]["steps_completed"] < 8000
+    assert 0 < paused["checkpoints"][-1]["steps_completed"] < 4000
     assert harness_pids(1) == []
 
     done = det("experiment", "activate", "1", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     trial = _trial()
-    assert trial["state"] == "COMPLETED" and trial["total_batches"] == 8000
+    assert trial["state"] == "COMPLETED" and trial["total_batches"] == 4000
     assert trial["restarts"] == 0, "a pause is not a failure"
 
 

@@ -185,12 +185,33 @@ class Checkpoint(MasterBound):
             except ImportError as e:
                 raise errors.DeterminedError(
                     f"checkpoint {path} was written by PyTorch ({framework}) but PyTorch cannot be imported here "
-                    f"({e}); install it, e.g. pip install 'determined[torch]'"
+                    f"({e}); install it, e.g. pip install 'determined-revived[torch]'"
                 ) from None
             return load_trial_from_checkpoint_path(str(ckpt), **kwargs)
+        if framework.startswith("tensorflow") and _checkpoint_format(ckpt) == "saved_model":
+            # EstimatorTrial: the SavedModel exported into the checkpoint (kwargs: export_name=).
+            try:
+                from determined.estimator import load_estimator_from_checkpoint_path
+            except ImportError as e:
+                raise errors.DeterminedError(
+                    f"checkpoint {path} was written by an EstimatorTrial ({framework}) but TensorFlow cannot be "
+                    f"imported here ({e}); install it, e.g. pip install 'determined-revived[tensorflow]'"
+                ) from None
+            return load_estimator_from_checkpoint_path(str(ckpt), tags=tags, **kwargs)
+        if framework.startswith("tensorflow") and _checkpoint_format(ckpt) in ("saved_weights", "h5"):
+            # TFKerasTrial / Keras Native API: the compiled tf.keras model with its weights (kwargs go to
+            # tf.keras.models.load_model for h5 checkpoints, e.g. custom_objects=).
+            try:
+                from determined.keras import load_model_from_checkpoint_path
+            except ImportError as e:
+                raise errors.DeterminedError(
+                    f"checkpoint {path} was written by tf.keras ({framework}) but TensorFlow cannot be imported "
+                    f"here ({e}); install it, e.g. pip install 'determined-revived[tensorflow]'"
+                ) from None
+            return load_model_from_checkpoint_path(str(ckpt), **kwargs)
         raise errors.DeterminedError(
-            f"checkpoint {path} was written by {framework!r}: loading it is not supported by this installation "
-            "(only PyTorch checkpoints can be loaded); read its files directly instead"
+            f"checkpoint {path} was written by {framework!r}: no loader knows that framework and format "
+            "(PyTorch trials, tf.keras models and Estimator SavedModels can be loaded); read its files directly instead"
         )
 
     def add_metadata(self, metadata: Dict[str, Any]) -> None:
@@ -224,3 +245,15 @@ def _framework_of(ckpt: pathlib.Path) -> str:
         f"{ckpt} holds no {METADATA_FILE} or {LOAD_DATA_FILE} naming its framework: it is not a checkpoint "
         "directory written by Checkpoint.download() or a trial"
     )
+
+
+def _checkpoint_format(ckpt: pathlib.Path) -> str:
+    """The `format` recorded in the checkpoint's metadata.json or load_data.json ("" when none says)."""
+    for name in (METADATA_FILE, LOAD_DATA_FILE):
+        try:
+            data = json.loads((ckpt / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("format"):
+            return str(data["format"])
+    return ""

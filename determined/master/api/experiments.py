@@ -1,11 +1,11 @@
 """Experiment routes of the CLI and SDK: create, list, describe, update, activate/pause/cancel/kill, checkpoints, GC."""
 from typing import Any, Dict, List, Optional
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from sqlalchemy import select
 
 from determined.config.storage import with_gc_policy
-from determined.master import actions, gc, registry, serialize, states
+from determined.master import actions, auth, gc, registry, serialize, states
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Checkpoint, Experiment
 from determined.master.experiment import get_experiment, trials_of
@@ -28,8 +28,11 @@ def create_experiment(request: Request, body: Dict[str, Any] = Body(...)) -> Dic
             raise RequestProblem(400, "invalid experiment config", [
                 f"resources.slots_per_trial: {slots_per_trial_from(config)} slots per trial, but this master has only "
                 f"{total} slot(s); lower slots_per_trial (CPU slots can be raised with DET_CPU_SLOTS)"])
+        principal = auth.principal_of(request)
         with master.write() as s:
-            exp = actions.create_experiment(s, config, model_def, activate=bool(body.get("activate", True)))
+            exp = actions.create_experiment(s, config, model_def, activate=bool(body.get("activate", True)),
+                                            owner=principal.username)
+            exp.owner_id = principal.user_id
             s.flush()
             answer = serialize.experiment(s, exp)
     return {"experiment": answer}
@@ -66,24 +69,35 @@ def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]
             return {"experiment": serialize.experiment(s, get_experiment(s, experiment_id))}
 
 
-@router.post("/experiments/{experiment_id}/activate")
+@router.post("/experiments/{experiment_id}/activate", dependencies=[Depends(auth.experiment_owner_only)])
 def activate(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.activate)
 
 
-@router.post("/experiments/{experiment_id}/pause")
+@router.post("/experiments/{experiment_id}/pause", dependencies=[Depends(auth.experiment_owner_only)])
 def pause(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.pause)
 
 
-@router.post("/experiments/{experiment_id}/cancel")
+@router.post("/experiments/{experiment_id}/cancel", dependencies=[Depends(auth.experiment_owner_only)])
 def cancel(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.cancel)
 
 
-@router.post("/experiments/{experiment_id}/kill")
+@router.post("/experiments/{experiment_id}/kill", dependencies=[Depends(auth.experiment_owner_only)])
 def kill(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.kill)
+
+
+@router.post("/experiments/{experiment_id}/archive", dependencies=[Depends(auth.experiment_owner_only)])
+def archive(request: Request, experiment_id: int) -> Dict[str, Any]:
+    """Archive an ended experiment: `det experiment list` hides it unless --all."""
+    return _action(request, experiment_id, actions.archive)
+
+
+@router.post("/experiments/{experiment_id}/unarchive", dependencies=[Depends(auth.experiment_owner_only)])
+def unarchive(request: Request, experiment_id: int) -> Dict[str, Any]:
+    return _action(request, experiment_id, actions.unarchive)
 
 
 @router.get("/experiments/{experiment_id}/checkpoints")
@@ -118,7 +132,7 @@ def _int_or_text(value: str) -> Any:
         return value
 
 
-@router.patch("/experiments/{experiment_id}")
+@router.patch("/experiments/{experiment_id}", dependencies=[Depends(auth.experiment_owner_only)])
 def patch_experiment(request: Request, experiment_id: int, body: Any = Body(None)) -> Dict[str, Any]:
     """Change the GC settings (`{"checkpoint_storage": {"save_*": N}}`); an ended experiment is collected at once."""
     master = master_of(request)

@@ -1,12 +1,17 @@
 """Routes a trial process uses: pull its context and operations, report metrics, checkpoints and exits."""
+import asyncio
+import json
 from typing import Any, Callable, Dict
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Request, Response
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from determined.master import protocol
-from determined.master.api._deps import bearer_token, master_of, problems_as_http
-from determined.master.db import Trial
+from determined.master import auth, protocol
+from determined.master.api._deps import http_error, master_of, problems_as_http
+from determined.master.problems import RequestProblem
+from determined.master.db import TrainingMetrics, Trial, ValidationMetrics
 from determined.master.experiment import get_trial
 
 router = APIRouter()
@@ -15,16 +20,29 @@ router = APIRouter()
 def _read(request: Request, trial_id: int, answer: Callable[[Session, Trial], Dict[str, Any]]) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
         trial = get_trial(s, trial_id)
-        protocol.authorize(trial, bearer_token(request))
+        auth.check_trial_reporter(auth.principal_of(request), s, trial, write=False)
         return answer(s, trial)
 
 
 def _write(request: Request, trial_id: int, body: Dict[str, Any],
-           handler: Callable[[Session, Trial, Dict[str, Any]], Dict[str, Any]]) -> Dict[str, Any]:
-    with problems_as_http(), master_of(request).write() as s:
+           handler: Callable[[Session, Trial, Dict[str, Any]], Dict[str, Any]], *, wake: bool = True) -> Dict[str, Any]:
+    with problems_as_http(), master_of(request).write(wake=wake) as s:
         trial = get_trial(s, trial_id)
-        protocol.authorize(trial, bearer_token(request))
+        auth.check_trial_reporter(auth.principal_of(request), s, trial, write=True)
         return handler(s, trial, body)
+
+
+def _replacing(table: Any, handler: Callable[[Session, Trial, Dict[str, Any]], Dict[str, Any]]
+               ) -> Callable[[Session, Trial, Dict[str, Any]], Dict[str, Any]]:
+    """A metrics report replaces the trial's record at the same step: a run restarted from a checkpoint (after a
+    crash, or a master killed between a report and the next checkpoint) reports that step again."""
+    def report(s: Session, trial: Trial, body: Dict[str, Any]) -> Dict[str, Any]:
+        steps = body.get("steps_completed") if isinstance(body, dict) else None
+        if isinstance(steps, int) and not isinstance(steps, bool):
+            s.execute(delete(table).where(table.trial_id == trial.id, table.steps_completed == steps))
+        return handler(s, trial, body)
+
+    return report
 
 
 @router.get("/trials/{trial_id}/context")
@@ -42,14 +60,45 @@ def completed_operation(request: Request, trial_id: int, body: Dict[str, Any] = 
     return _write(request, trial_id, body, protocol.complete_operation)
 
 
-@router.post("/trials/{trial_id}/training_metrics")
-def training_metrics(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    return _write(request, trial_id, body, protocol.report_training)
+_OBJECT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["steps_completed"], "properties": {
+        "steps_completed": {"type": "integer", "minimum": 0}, "metrics": {"type": "object"},
+        "batch_metrics": {"type": "array", "items": {"type": "object"}}}}}}}}
+
+
+async def _json_object(request: Request) -> Dict[str, Any]:
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise http_error(RequestProblem(400, "the request body must be a JSON object"))
+    return body
+
+
+@router.post("/trials/{trial_id}/training_metrics", openapi_extra=_OBJECT_BODY)
+async def training_metrics(request: Request, trial_id: int) -> Response:
+    """The hot path: a trial's own run reports without a thread hop; reports waiting together share a commit."""
+    body = await _json_object(request)
+    principal = getattr(request.state, "principal", None)
+    if principal is not None and principal.is_trial and principal.trial_id == trial_id:
+        with problems_as_http():
+            report = protocol.training_report(trial_id, principal.token, body)
+        future = master_of(request).group_commit(protocol.store_training_reports, "training-metrics").submit(report)
+        try:
+            await asyncio.wrap_future(future)
+        except RequestProblem as e:
+            raise http_error(e) from None
+        return Response(b"{}", media_type="application/json")
+    # users (the experiment's owner or an admin) report through the ordinary transaction
+    await run_in_threadpool(_write, request, trial_id, body, _replacing(TrainingMetrics, protocol.report_training),
+                            wake=False)  # nothing to schedule
+    return Response(b"{}", media_type="application/json")
 
 
 @router.post("/trials/{trial_id}/validation_metrics")
 def validation_metrics(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    return _write(request, trial_id, body, protocol.report_validation)
+    return _write(request, trial_id, body, _replacing(ValidationMetrics, protocol.report_validation))
 
 
 @router.post("/trials/{trial_id}/checkpoints")

@@ -1,10 +1,10 @@
 """Trial routes of the CLI and SDK: describe, logs, kill, checkpoints."""
 from typing import Any, Dict, List, Optional
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import select
 
-from determined.master import actions, registry, serialize
+from determined.master import actions, auth, registry, serialize
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Checkpoint, TrainingMetrics, TrialLog, ValidationMetrics
 from determined.master.experiment import get_trial
@@ -45,7 +45,7 @@ def trial_logs(request: Request, trial_id: int, offset: int = Query(0, ge=0),
         }
 
 
-@router.post("/trials/{trial_id}/kill")
+@router.post("/trials/{trial_id}/kill", dependencies=[Depends(auth.trial_owner_only)])
 def kill_trial(request: Request, trial_id: int) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).write() as s:
         trial = actions.kill_trial(s, trial_id)

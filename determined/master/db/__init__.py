@@ -1,6 +1,7 @@
 """The master's database: models, engine and migrations."""
 from determined.master.db.engine import default_db_url, make_engine, upgrade
 from determined.master.db.models import (
+    AuthToken,
     Base,
     Checkpoint,
     Experiment,
@@ -11,11 +12,13 @@ from determined.master.db.models import (
     TrainingMetrics,
     Trial,
     TrialLog,
+    User,
     ValidationMetrics,
     utcnow,
 )
 
 __all__ = [
+    "AuthToken",
     "Base",
     "Checkpoint",
     "Experiment",
@@ -26,6 +29,7 @@ __all__ = [
     "TrainingMetrics",
     "Trial",
     "TrialLog",
+    "User",
     "ValidationMetrics",
     "default_db_url",
     "make_engine",

@@ -2,7 +2,8 @@
 import datetime
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
+                        UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -22,6 +23,8 @@ class Experiment(Base):
     config: Mapped[Any] = mapped_column(JSON)
     model_def: Mapped[bytes] = mapped_column(LargeBinary)
     owner: Mapped[str] = mapped_column(String(128), default="determined")
+    owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
     searcher_snapshot: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
     searcher_shutdown: Mapped[bool] = mapped_column(Boolean, default=False)
     searcher_failure: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -47,7 +50,7 @@ class Trial(Base):
     total_batches: Mapped[int] = mapped_column(Integer, default=0)
     runs: Mapped[int] = mapped_column(Integer, default=0)
     allocation_id: Mapped[Optional[str]] = mapped_column(String(64), nullable=True, index=True)
-    session_token: Mapped[Optional[str]] = mapped_column(String(128), nullable=True)
+    session_token: Mapped[Optional[str]] = mapped_column(String(128), nullable=True, index=True)
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     close_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     early_exit_reason: Mapped[Optional[str]] = mapped_column(String(32), nullable=True)
@@ -85,9 +88,10 @@ class SearcherEvent(Base):
 
 class TrainingMetrics(Base):
     __tablename__ = "training_metrics"
+    __table_args__ = (Index("ix_training_metrics_trial_id_steps_completed", "trial_id", "steps_completed"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), index=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"))
     steps_completed: Mapped[int] = mapped_column(Integer)
     metrics: Mapped[Any] = mapped_column(JSON)
     batch_metrics: Mapped[Any] = mapped_column(JSON)
@@ -96,9 +100,10 @@ class TrainingMetrics(Base):
 
 class ValidationMetrics(Base):
     __tablename__ = "validation_metrics"
+    __table_args__ = (Index("ix_validation_metrics_trial_id_steps_completed", "trial_id", "steps_completed"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), index=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"))
     steps_completed: Mapped[int] = mapped_column(Integer)
     metrics: Mapped[Any] = mapped_column(JSON)
     end_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
@@ -156,3 +161,29 @@ class ModelVersion(Base):
     version: Mapped[int] = mapped_column(Integer)
     checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid"), index=True)
     creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class User(Base):
+    """An account; an empty `password_hash` means a blank password."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(128), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(256), default="")
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class AuthToken(Base):
+    """A bearer token of a user; only the SHA-256 of the token is stored."""
+
+    __tablename__ = "auth_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    expires_at: Mapped[datetime.datetime] = mapped_column(DateTime)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)

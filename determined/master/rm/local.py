@@ -18,6 +18,10 @@ logger = logging.getLogger("determined.master")
 
 LogSink = Callable[[int, datetime.datetime, str, str], None]
 DEFAULT_TRIAL_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.harness")
+# A run on several slots: one launcher process that starts and watches a worker per slot.
+LAUNCH_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.launch")
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "DET_CROSS_RANK",
+                   "DET_CROSS_SIZE", "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_CHIEF_PORT")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -42,6 +46,11 @@ class TrialProcess:
 
 class LocalResourceManager:
     """Starts trial processes on free slots of this machine, watches them, preempts and kills them.
+
+    A run on one slot is one process. A run on N > 1 slots is `python -m determined.exec.launch`, which
+    starts N worker processes (ranks, rendezvous, one GPU or an equal share of the CPU threads each) and
+    exits non-zero as soon as one of them fails; the RM still sees one process per run, and killing its
+    process group kills every worker.
 
     `trial_command` replaces `python -m determined.exec.harness` as the program a trial runs; it exists for
     tests of the master that use a small fake trial program instead of the real harness.
@@ -76,6 +85,12 @@ class LocalResourceManager:
 
     # ------------------------------------------------------------ lifecycle
 
+    def command_for(self, slots_needed: int) -> List[str]:
+        """The program of a run on `slots_needed` slots: the trial command, under the launcher when > 1."""
+        if slots_needed <= 1:
+            return list(self.trial_command)
+        return [*LAUNCH_COMMAND, "--nproc-per-node", str(slots_needed), "--", *self.trial_command]
+
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
                master_url: str) -> TrialProcess:
         """Start a run of a trial on `slots_needed` free slots."""
@@ -103,8 +118,10 @@ class LocalResourceManager:
             "OMP_NUM_THREADS": str(threads),
             "PYTHONUNBUFFERED": "1",
         })
+        for name in _RANK_VARIABLES:  # a master started by a launcher must not pass its own rank on
+            env.pop(name, None)
         popen = subprocess.Popen(
-            self.trial_command,
+            self.command_for(slots_needed),
             cwd=work_dir,
             env=env,
             stdin=subprocess.DEVNULL,

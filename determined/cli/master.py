@@ -1,0 +1,131 @@
+"""`det master up`: the master as a long-running server (REST API, scheduler) in the foreground."""
+import argparse
+import logging
+import signal
+import sys
+import threading
+import pathlib
+from typing import Any, Dict
+
+from determined import common, errors
+
+DEFAULT_PORT = 8080
+_CONFIG_KEYS = ("host", "port", "db", "data_dir", "cpu_slots", "preemption_timeout")
+
+
+def _load_config_file(path: str) -> Dict[str, Any]:
+    import yaml
+
+    try:
+        with open(path) as f:
+            raw = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise errors.DeterminedError(f"cannot read the master config {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise errors.DeterminedError(f"the master config {path} is not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise errors.DeterminedError(f"the master config {path} must be a mapping of {', '.join(_CONFIG_KEYS)}")
+    unknown = sorted(set(raw) - set(_CONFIG_KEYS))
+    if unknown:
+        raise errors.DeterminedError(f"the master config {path} has unknown keys {', '.join(map(str, unknown))}; "
+                                     f"allowed: {', '.join(_CONFIG_KEYS)}")
+    return raw
+
+
+def _settings(args: argparse.Namespace) -> Dict[str, Any]:
+    """Command-line options over the config file over the defaults."""
+    settings: Dict[str, Any] = {"host": "127.0.0.1", "port": DEFAULT_PORT, "db": None, "data_dir": None,
+                                "cpu_slots": None, "preemption_timeout": None}
+    if args.config:
+        settings.update(_load_config_file(args.config))
+    for key in _CONFIG_KEYS:
+        value = getattr(args, key, None)
+        if value is not None:
+            settings[key] = value
+    for key in ("port", "cpu_slots"):
+        value = settings[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise errors.DeterminedError(f"{key.replace('_', '-')}: expected an integer, got {value!r}")
+    if not 0 <= settings["port"] <= 65535:
+        raise errors.DeterminedError(f"--port must be between 0 and 65535, not {settings['port']}")
+    if settings["cpu_slots"] is not None and settings["cpu_slots"] < 1:
+        raise errors.DeterminedError(f"--cpu-slots must be a positive number of slots, not {settings['cpu_slots']}")
+    timeout = settings["preemption_timeout"]
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise errors.DeterminedError(f"--preemption-timeout must be a positive number of seconds, not {timeout!r}")
+    return settings
+
+
+def _printable_db(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def up(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; then running trials checkpoint and stop, and the next `up` resumes them."""
+    settings = _settings(args)
+    from determined.master import embedded
+    from determined.master.db import engine as db_engine
+    from determined.master.rm.slots import detect_slots
+
+    data_dir = (common.data_dir() if settings["data_dir"] is None
+                else pathlib.Path(str(settings["data_dir"])).expanduser().resolve())
+    try:
+        db_url = db_engine.resolve_db_url(data_dir, settings["db"])
+        slots = detect_slots(settings["cpu_slots"]) if settings["cpu_slots"] is not None else None
+    except ValueError as e:
+        raise errors.DeterminedError(str(e)) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            master = embedded.start(data_dir, db_url=db_url, slots=slots, host=settings["host"], port=settings["port"],
+                                    preemption_timeout=settings["preemption_timeout"], warn_blank_passwords=True)
+        except Exception as e:  # the database cannot be reached, and the like: a clear line, not a traceback
+            if isinstance(e, errors.DeterminedError):
+                raise
+            raise errors.DeterminedError(f"the master could not start: {e.__class__.__name__}: {e}") from None
+        total = master.master.total_slots()
+        print(f"Master serving at {master.url} (API docs at {master.url}/docs)", flush=True)
+        print(f"  data dir: {master.data_dir}\n  database: {_printable_db(master.master.db_url)}\n"
+              f"  slots: {total} {master.master.rm.slots.kind if master.master.rm else ''}".rstrip(), flush=True)
+        print(f"Use it from other shells with: export DET_MASTER={master.url}", flush=True)
+        print("Stop with Ctrl-C or SIGTERM: running trials checkpoint first and resume at the next `det master up`.",
+              flush=True)
+        while not stop_requested.wait(0.5):
+            pass
+        print("Stopping: running trials checkpoint and stop…", flush=True)
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
+        master.stop(timeout=settings["preemption_timeout"] or master.master.preemption_timeout)
+        print("Master stopped.", flush=True)
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("master", help="run the master as a server")
+    s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+    u = s.add_parser("up", help="serve the REST API and run experiments until Ctrl-C / SIGTERM")
+    u.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    u.add_argument("--port", type=int, default=None, help=f"port to listen on (default {DEFAULT_PORT}; 0: any free port)")
+    u.add_argument("--db", default=None, metavar="URL",
+                   help="database: postgresql://USER:PASSWORD@HOST:PORT/DB (default: $DET_DB_URL, else SQLite in the data dir)")
+    u.add_argument("--data-dir", dest="data_dir", default=None,
+                   help="data dir: checkpoints, work dirs, the lock file (default: $DET_DATA_DIR, else ~/.local/share/determined)")
+    u.add_argument("--cpu-slots", dest="cpu_slots", type=int, default=None, metavar="N",
+                   help="number of CPU slots when the machine has no GPU (default: $DET_CPU_SLOTS, else the CPU count)")
+    u.add_argument("--preemption-timeout", dest="preemption_timeout", type=float, default=None, metavar="SECONDS",
+                   help="how long trials get to checkpoint when asked to stop before they are killed (default 60)")
+    u.add_argument("--config", default=None, metavar="master.yaml",
+                   help=f"YAML file with any of {', '.join(_CONFIG_KEYS)} (options given here win)")
+    u.set_defaults(func=up)

@@ -1,0 +1,130 @@
+"""`det user ...`: log in and out, and manage the master's users."""
+import argparse
+import getpass
+import os
+import sys
+from typing import Any, Dict
+
+from determined import errors
+from determined.cli import _render
+from determined.common.api import Session
+from determined.common.api._session import DEFAULT_USER
+from determined.experimental import _connect
+
+
+def _session(args: argparse.Namespace) -> Session:
+    return _connect.read_session(args.master)
+
+
+def _read_password(prompt: str, *, confirm: bool = False) -> str:
+    """Ask on the terminal (hidden); without a terminal, read one line from stdin (for scripts and tests)."""
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\r\n")
+    password = getpass.getpass(prompt)
+    if confirm and getpass.getpass("Confirm password: ") != password:
+        raise errors.DeterminedError("the passwords do not match; nothing changed")
+    return password
+
+
+def _target_user(args: argparse.Namespace) -> str:
+    return args.username or os.environ.get("DET_USER") or DEFAULT_USER
+
+
+def login(args: argparse.Namespace) -> int:
+    username = _target_user(args)
+    session = _session(args)
+    password = _read_password(f"Password for user '{username}': ")
+    try:
+        session.login(username, password)
+    except errors.APIError as e:
+        if e.status_code in (401, 403):
+            raise errors.DeterminedError(f"{e.message} (master {session.master})") from None
+        raise
+    print(f"Logged in as user '{username}'.")
+    return 0
+
+
+def logout(args: argparse.Namespace) -> int:
+    session = _session(args)
+    username = session.username()
+    session.logout()
+    print(f"Logged out user '{username}'.")
+    return 0
+
+
+def whoami(args: argparse.Namespace) -> int:
+    user = _session(args).get("/me")["user"]
+    print(f"You are logged in as user '{user['username']}'" + (" (admin)." if user["admin"] else "."))
+    return 0
+
+
+def list_users(args: argparse.Namespace) -> int:
+    users = _session(args).get("/users")["users"]
+    if args.json:
+        _render.print_json(users)
+        return 0
+    _render.table(["Username", "Admin", "Active"], [[u["username"], u["admin"], u["active"]] for u in users])
+    return 0
+
+
+def create(args: argparse.Namespace) -> int:
+    body: Dict[str, Any] = {"username": args.username, "admin": bool(args.admin)}
+    user = _session(args).post("/users", body)["user"]
+    kind = "admin" if user["admin"] else "user"
+    print(f"Created {kind} '{user['username']}' with a blank password; set one with "
+          f"`det user change-password {user['username']}`.")
+    return 0
+
+
+def change_password(args: argparse.Namespace) -> int:
+    session = _session(args)
+    username = args.username or session.get("/me")["user"]["username"]
+    password = _read_password(f"New password for user '{username}': ", confirm=True)
+    myself = session.username() == username
+    session.patch(f"/users/{username}", {"password": password})
+    if myself:  # the change revoked this user's tokens: log in again with the new password
+        session.login(username, password)
+    print(f"Changed the password of user '{username}'.")
+    return 0
+
+
+def _set_active(args: argparse.Namespace, active: bool) -> int:
+    _session(args).patch(f"/users/{args.username}", {"active": active})
+    print(f"{'Activated' if active else 'Deactivated'} user '{args.username}'.")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("user", aliases=["u"], help="log in and out, manage users")
+    cmds = p.add_subparsers(dest="user_command", required=True, metavar="SUBCOMMAND")
+
+    c = cmds.add_parser("login", help="log in (asks for the password; reads it from stdin without a terminal)")
+    c.add_argument("username", nargs="?", default=None, help="default: $DET_USER or 'determined'")
+    c.set_defaults(func=login)
+
+    c = cmds.add_parser("logout", help="revoke the current user's token and forget it")
+    c.set_defaults(func=logout)
+
+    c = cmds.add_parser("whoami", help="print the current user")
+    c.set_defaults(func=whoami)
+
+    c = cmds.add_parser("list", aliases=["ls"], help="list users")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    c.set_defaults(func=list_users)
+
+    c = cmds.add_parser("create", help="create a user with a blank password (admins only)")
+    c.add_argument("username")
+    c.add_argument("--admin", action="store_true", help="make the user an admin")
+    c.set_defaults(func=create)
+
+    c = cmds.add_parser("change-password", help="set a user's password (yours, or anyone's as an admin)")
+    c.add_argument("username", nargs="?", default=None, help="default: the current user")
+    c.set_defaults(func=change_password)
+
+    c = cmds.add_parser("activate", help="let a deactivated user log in again (admins only)")
+    c.add_argument("username")
+    c.set_defaults(func=lambda args: _set_active(args, True))
+
+    c = cmds.add_parser("deactivate", help="stop a user from logging in; revokes their tokens (admins only)")
+    c.add_argument("username")
+    c.set_defaults(func=lambda args: _set_active(args, False))

@@ -1,0 +1,449 @@
+"""TFKerasTrialController: drives a TFKerasTrial through the searcher operations of a core context."""
+import contextlib
+import logging
+import math
+import pathlib
+import shutil
+import tempfile
+from typing import Any, Dict, List, Optional, Tuple, Type
+
+import numpy as np
+import tensorflow as tf
+
+from determined import errors, tensorflow as det_tf
+from determined._trial import TrialController
+from determined.keras import _checkpoint, _data, _distributed
+from determined.keras._tf_keras_context import TFKerasTrialContext
+
+logger = logging.getLogger("determined.keras")
+
+VALIDATION_PREFIX = "val_"
+
+
+def build_checked_model(trial: Any, context: TFKerasTrialContext, trial_name: str) -> tf.keras.Model:
+    """The trial's build_model(), checked to be a wrapped and compiled tf.keras.Model."""
+    model = trial.build_model()
+    if not isinstance(model, tf.keras.Model):
+        raise errors.InvalidTrialError(
+            f"{trial_name}.build_model() must return a tf.keras.Model, got {type(model).__name__}"
+        )
+    if not context._is_wrapped(model):
+        raise errors.InvalidTrialError(
+            f"{trial_name}.build_model() returned a model that was not wrapped: create it, then "
+            "`model = self.context.wrap_model(model)`, then `model.compile(...)`, and return that model"
+        )
+    if not getattr(model, "_is_compiled", False) or getattr(model, "optimizer", None) is None:
+        raise errors.InvalidTrialError(
+            f"{trial_name}.build_model() returned a model that is not compiled: call "
+            "model.compile(optimizer=..., loss=..., metrics=[...]) on the wrapped model before returning it"
+        )
+    return model
+
+
+def _length_to_batches(length: Dict[str, int], global_batch_size: int, records_per_epoch: int) -> int:
+    from determined.config import length_to_batches
+
+    return int(length_to_batches(length, global_batch_size, records_per_epoch))
+
+
+def _number(name: str, value: Any) -> float:
+    try:
+        return float(np.asarray(value).item())
+    except (TypeError, ValueError):
+        raise errors.InvalidTrialError(
+            f"metric {name!r} has the value {value!r}; tf.keras metrics must be scalars"
+        ) from None
+
+
+def _named(model: tf.keras.Model, values: Any) -> Dict[str, Any]:
+    if not isinstance(values, (list, tuple)):
+        values = [values]
+    return dict(zip(model.metrics_names, values))
+
+
+class _MetricWindow:
+    """Per-batch training metrics since the last report (or epoch end), and their averages."""
+
+    def __init__(self) -> None:
+        self.batches: List[Dict[str, float]] = []
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def add(self, metrics: Dict[str, float]) -> None:
+        self.batches.append(metrics)
+
+    def averages(self) -> Dict[str, float]:
+        names: List[str] = []
+        for batch in self.batches:
+            names.extend(n for n in batch if n not in names)
+        return {
+            name: float(np.mean([b[name] for b in self.batches if name in b])) for name in names
+        }
+
+    def flush(self) -> Tuple[Dict[str, float], List[Dict[str, float]]]:
+        averages, batches = self.averages(), self.batches
+        self.batches = []
+        return averages, batches
+
+
+class TFKerasTrialController(TrialController):
+    """Trains, validates and checkpoints a TFKerasTrial as the searcher operations of its core context ask.
+
+    For each operation: train batch by batch (``model.train_on_batch``) up to `op.length` batches in
+    total, report training metrics every `scheduling_unit` batches, validate (``model.evaluate`` over the
+    whole validation loader, metrics prefixed ``val_``) when `min_validation_period` is due and at the end
+    of the operation, checkpoint when `min_checkpoint_period` or `checkpoint_policy` says so and before
+    completing the operation. Preemption and early-stop requests are checked after every batch.
+    """
+
+    context: TFKerasTrialContext
+
+    def __init__(self, trial_class: Type[Any], context: TFKerasTrialContext) -> None:
+        super().__init__(trial_class, context)
+        name = trial_class.__name__
+        if not isinstance(context, TFKerasTrialContext):
+            raise errors.InvalidTrialError(
+                f"{name} got a {type(context).__name__}; a TFKerasTrial needs a TFKerasTrialContext (leave "
+                "trial_context_class as it is, or subclass TFKerasTrialContext)"
+            )
+        self._read_config(context.get_experiment_config())
+        self._native = bool(getattr(trial_class, "_det_native", False))
+        self._rank = context.distributed.rank
+        self._size = context.distributed.size
+        # With several slots: the MultiWorkerMirroredStrategy that pre_execute_hook joined.
+        self._strategy = det_tf.current_strategy() if self._size > 1 else None
+        if self._size > 1:
+            det_tf.check_global_batch_size(context.get_hparams(), self._size)
+            if self._strategy is None:
+                raise errors.DeterminedError(
+                    f"{name} runs on {self._size} slots but no MultiWorkerMirroredStrategy was created: run it "
+                    "through determined's execution (pre_execute_hook joins the ranks' TensorFlow cluster)"
+                )
+
+        with self._scope():
+            self.trial = trial_class(context)
+            if not tf.executing_eagerly():
+                if self._size > 1:
+                    raise errors.InvalidTrialError(
+                        f"{name} disables eager execution, which multi-slot training does not support: keep "
+                        "eager execution on, or set resources.slots_per_trial to 1"
+                    )
+                self._enter_graph_mode()
+            self.model = build_checked_model(self.trial, context, name)
+        if self._strategy is not None:
+            _distributed.prepare(self.model, self._strategy, name)
+        callbacks = self.trial.keras_callbacks()
+        if not isinstance(callbacks, (list, tuple)) or not all(
+            isinstance(c, tf.keras.callbacks.Callback) for c in callbacks
+        ):
+            raise errors.InvalidTrialError(
+                f"{name}.keras_callbacks() must return a list of tf.keras.callbacks.Callback objects"
+            )
+        self.callbacks = tf.keras.callbacks.CallbackList(
+            list(callbacks), add_history=False, add_progbar=False, model=self.model
+        )
+
+        seed = context.get_trial_seed()
+        batch_size = self._batch_size()
+        self.training_loader = _data.adapt_loader(
+            self.trial.build_training_data_loader(), batch_size=batch_size, training=True, seed=seed,
+            where=f"{name}.build_training_data_loader()",
+        )
+        self.validation_loader = _data.adapt_loader(
+            self.trial.build_validation_data_loader(), batch_size=batch_size, training=False, seed=seed,
+            where=f"{name}.build_validation_data_loader()",
+        )
+        if not tf.executing_eagerly() and isinstance(self.training_loader, tf.data.Dataset):
+            raise errors.InvalidTrialError(
+                f"{name}: eager execution is disabled, so a tf.data.Dataset cannot be read batch by batch for "
+                "training; keep eager execution on, or return arrays or a Sequence"
+            )
+        if isinstance(self.training_loader, tf.data.Dataset) and context._wrapped_datasets == 0:
+            logger.warning(
+                "%s returns a tf.data.Dataset that was not passed to context.wrap_dataset(); wrap each dataset "
+                "right after creating it so that it is sharded when the trial uses several slots", name,
+            )
+        self.stream = _data.TrainingStream(
+            self.training_loader, f"{name}.build_training_data_loader()", self._rank, self._size
+        )
+        self.callbacks.set_params({"verbose": 0, "epochs": None, "steps": self.stream.epoch_len})
+
+        self.steps_completed = 0
+        self._last_validation: Optional[int] = None
+        self._last_validation_metrics: Optional[Dict[str, Any]] = None
+        self._last_checkpoint = 0
+        self._window = _MetricWindow()
+        self._epoch_window = _MetricWindow()
+
+    # -- configuration -------------------------------------------------------------------------------
+
+    def _read_config(self, config: Dict[str, Any]) -> None:
+        gbs = self.context.get_hparams().get("global_batch_size", 0)
+        rpe = int(config.get("records_per_epoch") or 0)
+
+        def batches(key: str) -> int:
+            length = config.get(key) or {"batches": 0}
+            if isinstance(length, int):
+                return length
+            return _length_to_batches(length, gbs, rpe)
+
+        self._scheduling_unit = max(1, int(config.get("scheduling_unit") or 100))
+        self._min_validation_period = batches("min_validation_period")
+        self._min_checkpoint_period = batches("min_checkpoint_period")
+        self._checkpoint_policy = config.get("checkpoint_policy") or "best"
+        self._perform_initial_validation = bool(config.get("perform_initial_validation", False))
+        self._searcher_metric: Optional[str] = (config.get("searcher") or {}).get("metric")
+
+    def _scope(self) -> Any:
+        return self._strategy.scope() if self._strategy is not None else contextlib.nullcontext()
+
+    def _batch_size(self) -> Optional[int]:
+        if "global_batch_size" in self.context.get_hparams():
+            return self.context.get_per_slot_batch_size()
+        return getattr(self.trial, "_det_batch_size", None)
+
+    def _enter_graph_mode(self) -> None:
+        """Eager execution was turned off in the trial's __init__: seed the graph, open the session."""
+        tf.compat.v1.set_random_seed(self.context.get_trial_seed())
+        config = self.trial.session_config()
+        if not isinstance(config, tf.compat.v1.ConfigProto):
+            raise errors.InvalidTrialError(
+                f"{self.trial_class.__name__}.session_config() must return a tf.compat.v1.ConfigProto, got "
+                f"{type(config).__name__}"
+            )
+        tf.compat.v1.keras.backend.set_session(tf.compat.v1.Session(config=config))
+        logger.info("eager execution is disabled: training in graph mode")
+
+    # -- entry point ---------------------------------------------------------------------------------
+
+    @classmethod
+    def pre_execute_hook(cls, trial_seed: int, distributed: Any) -> None:
+        """With several slots, join the ranks' TensorFlow cluster first (before TensorFlow runs anything);
+        then reset Keras and seed it."""
+        if distributed is not None and distributed.size > 1:
+            det_tf.multi_worker_strategy(distributed)
+        tf.keras.backend.clear_session()
+        tf.keras.utils.set_random_seed(trial_seed % 2**32)
+
+    def run(self) -> None:
+        self._restore()
+        self.callbacks.on_train_begin()
+        try:
+            for op in self.core.searcher.operations():
+                if not self._run_operation(op):
+                    break
+            self.callbacks.on_train_end()
+        finally:
+            self.stream.close()
+
+    def _run_operation(self, op: Any) -> bool:
+        """Work through one searcher operation; False when the trial must stop (preempted or stop requested)."""
+        if self._perform_initial_validation and self.steps_completed == 0 and self._last_validation is None:
+            self._validate()
+        while self.steps_completed < op.length:
+            self._train_one_batch()
+            if getattr(self.model, "stop_training", False):
+                self.model.stop_training = False
+                self.context.set_stop_requested(True)
+            stop = self._should_stop()
+            done = self.steps_completed >= op.length
+            validation_due = self._validation_due()
+            checkpoint_due = self._checkpoint_due()
+            if stop or done or validation_due or checkpoint_due or len(self._window) >= self._scheduling_unit:
+                self._report_training_metrics()
+            if stop:
+                return self._stop()
+            if validation_due and not done:
+                self._validate_and_maybe_checkpoint()
+            if not done and self._checkpoint_due():
+                self._checkpoint()
+            op.report_progress(self.steps_completed)
+        if self._last_validation != self.steps_completed or self._last_validation_metrics is None:
+            self._validate_and_maybe_checkpoint()
+        if self.steps_completed > self._last_checkpoint:
+            self._checkpoint()
+        op.report_completed(self._searcher_metric_value(self._last_validation_metrics or {}))
+        return True
+
+    def _should_stop(self) -> bool:
+        """The master's preemption (the chief asks) or a stop the trial requested on any rank; every rank
+        gets the same answer after the same batch."""
+        if self._size == 1:
+            return self.core.preempt.should_preempt() or self.context.get_stop_requested()
+        preempt = self.core.preempt._chief_should_preempt() if self._rank == 0 else False
+        decisions = self.context.distributed.allgather((preempt, self.context.get_stop_requested()))
+        if any(requested for _, requested in decisions) and not self.context.get_stop_requested():
+            self.context.set_stop_requested(True)
+        return bool(decisions[0][0]) or self.context.get_stop_requested()
+
+    def _stop(self) -> bool:
+        if self.steps_completed > self._last_checkpoint:
+            self._checkpoint()
+        if self.context.get_stop_requested():
+            logger.info("the trial asked to stop after %d batches", self.steps_completed)
+            self.core.train.report_early_exit("USER_CANCELED")
+        else:
+            logger.info("preempted after %d batches; checkpointed, exiting", self.steps_completed)
+        return False
+
+    def _validation_due(self) -> bool:
+        period = self._min_validation_period
+        return period > 0 and self.steps_completed - (self._last_validation or 0) >= period
+
+    def _checkpoint_due(self) -> bool:
+        period = self._min_checkpoint_period
+        return period > 0 and self.steps_completed - self._last_checkpoint >= period
+
+    def _searcher_metric_value(self, metrics: Dict[str, Any]) -> Any:
+        name = self._searcher_metric
+        if name is None:
+            raise errors.DeterminedError("the experiment config has no searcher.metric to report to the searcher")
+        if name not in metrics:
+            hint = ""
+            if VALIDATION_PREFIX + name in metrics:
+                hint = f" (validation metrics are prefixed: use searcher.metric: {VALIDATION_PREFIX + name})"
+            raise errors.InvalidTrialError(
+                f"the validation metrics lack the searcher metric {name!r} (searcher.metric){hint}; the model's "
+                f"evaluate() gave: {', '.join(sorted(metrics)) or 'no metrics'}"
+            )
+        return metrics[name]
+
+    # -- training ------------------------------------------------------------------------------------
+
+    def _train_one_batch(self) -> None:
+        batch, epoch, index, last = self.stream.next()
+        if index == 0:
+            self.callbacks.on_epoch_begin(epoch)
+        self.callbacks.on_train_batch_begin(index)
+        x, y = batch[0], batch[1]
+        sample_weight = batch[2] if len(batch) == 3 else None
+        if self._strategy is not None:
+            logs = _distributed.train_step(self.model, batch)
+        elif tf.executing_eagerly():
+            logs = self.model.train_on_batch(x, y, sample_weight=sample_weight, reset_metrics=True, return_dict=True)
+        else:  # the TF1-style training loop of graph mode returns a list in the order of metrics_names
+            logs = _named(self.model, self.model.train_on_batch(x, y, sample_weight=sample_weight, reset_metrics=True))
+        metrics = {name: _number(name, value) for name, value in logs.items()}
+        self.steps_completed += 1
+        self._window.add(metrics)
+        self._epoch_window.add(metrics)
+        self.callbacks.on_train_batch_end(index, dict(metrics))
+        if last:
+            epoch_logs = self._epoch_window.averages()
+            self._epoch_window = _MetricWindow()
+            if self._last_validation_metrics:
+                epoch_logs.update(self._last_validation_metrics)
+            self.callbacks.on_epoch_end(epoch, epoch_logs)
+
+    def _report_training_metrics(self) -> None:
+        if not len(self._window):
+            return
+        averages, per_batch = self._window.flush()
+        self.core.train.report_training_metrics(self.steps_completed, averages, per_batch)
+
+    # -- validation ----------------------------------------------------------------------------------
+
+    def _validate_and_maybe_checkpoint(self) -> None:
+        self._validate()
+        if self.steps_completed <= self._last_checkpoint:
+            return
+        policy = self._checkpoint_policy
+        best = self.core.train.last_validation_was_best
+        if self._size > 1:
+            best = self.context.distributed.broadcast(best)  # only the chief hears it from the master
+        if policy == "all" or (policy == "best" and best):
+            self._checkpoint()
+
+    def _validate(self) -> Dict[str, Any]:
+        # Validation must not shift the training RNG streams, so that where validations happen (or a
+        # resume after one) does not change training.
+        rng_state = _checkpoint.capture_rng_state()
+        try:
+            kwargs = {**_data.evaluate_kwargs(self.validation_loader), "callbacks": self.callbacks, "verbose": 0}
+            if self._strategy is not None:
+                batches = _data.validation_shard(self.validation_loader, self._rank, self._size)
+                logs = _distributed.evaluate_shard(self.model, batches, self.context.distributed, self.callbacks)
+            elif tf.executing_eagerly():
+                logs = self.model.evaluate(**kwargs, return_dict=True)
+            else:
+                logs = _named(self.model, self.model.evaluate(**kwargs))
+        finally:
+            _checkpoint.restore_rng_state(rng_state)
+        # The next training batch's metrics must not start from the validation's totals.
+        self.model.reset_metrics()
+        if not logs:
+            raise errors.InvalidTrialError(
+                f"the validation data loader of {self.trial_class.__name__} gave no metrics: it yielded no batches"
+            )
+        metrics = {VALIDATION_PREFIX + name: _number(name, value) for name, value in logs.items()}
+        if any(not math.isfinite(v) for v in metrics.values()):
+            logger.warning("validation metrics after %d batches are not finite: %s", self.steps_completed, metrics)
+        self._searcher_metric_value(metrics)
+        self.core.train.report_validation_metrics(self.steps_completed, metrics)
+        self._last_validation = self.steps_completed
+        self._last_validation_metrics = metrics
+        return metrics
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+
+    def _load_data(self) -> Dict[str, Any]:
+        return {
+            "trial_type": "TFKerasTrial",
+            "trial_cls_spec": None if self._native else _checkpoint.trial_class_spec(self.trial_class),
+            "native": self._native,
+            "framework": _checkpoint.framework(),
+            "format": _checkpoint.FORMAT,
+            "hparams": self.context.get_hparams(),
+            "trial_seed": self.context.get_trial_seed(),
+            "experiment_config": self.context.get_experiment_config(),
+        }
+
+    def _checkpoint(self) -> None:
+        if self._rank == 0:
+            metadata = {
+                "steps_completed": self.steps_completed,
+                "framework": _checkpoint.framework(),
+                "format": _checkpoint.FORMAT,
+            }
+            trial_state = {
+                "steps_completed": self.steps_completed,
+                "last_validation": self._last_validation,
+                "data_loader": self.stream.state(),
+            }
+            with self.core.checkpoint.store_path(metadata) as (path, _uuid):
+                _checkpoint.write_checkpoint(
+                    path, self.model, trial_state, self._load_data(), full_model=self._native
+                )
+        else:
+            # Saving a model of a MultiWorkerMirroredStrategy may run collectives, so every rank saves;
+            # the other ranks into a directory that is thrown away.
+            scratch = tempfile.mkdtemp(prefix="det-keras-scratch-")
+            try:
+                _checkpoint.write_checkpoint(
+                    pathlib.Path(scratch), self.model, {}, {}, full_model=self._native
+                )
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        self._last_checkpoint = self.steps_completed
+
+    def _restore(self) -> None:
+        uuid = self.core.info.latest_checkpoint
+        if uuid is None:
+            self.stream.seek(0)
+            return
+        with self.core.checkpoint.restore_path(uuid) as path, self._scope():
+            _checkpoint.restore_weights(path, self.model)
+            state = _checkpoint.read_trial_state(path)
+            rng_state = _checkpoint.read_rng_state(path)
+        # The platform says where this trial stands: a warm start from another experiment's checkpoint
+        # begins at batch 0, a restart or a PBT clone at the batch of the checkpoint.
+        self.steps_completed = int(self.core.info.steps_completed)
+        self._last_checkpoint = self.steps_completed
+        own_checkpoint = int(state.get("steps_completed", -1)) == self.steps_completed
+        self._last_validation = state.get("last_validation") if own_checkpoint else None
+        self.stream.seek(self.steps_completed)
+        # Last: replaying a Sequence's epoch ends above must not leave the RNGs elsewhere than saved.
+        if rng_state is not None and own_checkpoint:
+            _checkpoint.restore_rng_state(rng_state)
+        logger.info("restored checkpoint %s at %d batches", uuid, self.steps_completed)

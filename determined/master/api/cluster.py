@@ -1,0 +1,49 @@
+"""GET /cluster/slots: the master's slots and the trial runs holding them."""
+from typing import Any, Dict, List
+
+from fastapi import APIRouter, Request
+from sqlalchemy import select
+
+from determined.master.api._deps import master_of
+from determined.master.db import Experiment, Trial
+from determined.master.scheduler import slots_per_trial
+
+router = APIRouter()
+
+
+@router.get("/cluster/slots")
+def cluster_slots(request: Request) -> Dict[str, Any]:
+    """`{"total", "kind", "used", "allocations": [{allocation_id, trial_id, experiment_id, owner, slots, ...}]}`.
+
+    `total` and `kind` are null when no scheduler runs (a master opened in-process only to read); the runs
+    then come from the database alone, and `slots` is the slot count the trial asks for.
+    """
+    master = master_of(request)
+    rm = master.rm
+    processes = rm.running() if rm is not None else {}
+    allocations: List[Dict[str, Any]] = []
+    with master.read() as s:
+        rows = s.execute(select(Trial, Experiment).join(Experiment, Experiment.id == Trial.experiment_id)
+                         .where(Trial.allocation_id.is_not(None)).order_by(Trial.id))
+        for trial, exp in rows:
+            proc = processes.get(str(trial.allocation_id))
+            slot_ids = list(proc.slots) if proc is not None else []
+            allocations.append({
+                "allocation_id": trial.allocation_id,
+                "trial_id": trial.id,
+                "experiment_id": exp.id,
+                "owner": exp.owner,
+                "description": (exp.config or {}).get("description") or "",
+                "trial_state": trial.state,
+                "experiment_state": exp.state,
+                "slots": len(slot_ids) if proc is not None else slots_per_trial(exp),
+                "slot_ids": slot_ids,
+                "pid": proc.popen.pid if proc is not None else None,
+            })
+    used = sum(a["slots"] for a in allocations)
+    return {
+        "total": rm.total_slots if rm is not None else None,
+        "kind": rm.slots.kind if rm is not None else None,
+        "used": used,
+        "allocations": allocations,
+    }

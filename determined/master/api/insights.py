@@ -1,0 +1,156 @@
+"""Routes the web UI needs for one experiment: every trial's metrics at once, hyperparameter importance, and
+the search method's progress (for ASHA: the trials in each rung of each bracket)."""
+import collections
+import math
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+from fastapi import APIRouter, Request
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from determined import searcher
+from determined.master import importance
+from determined.master.api._deps import master_of, problems_as_http
+from determined.master.db import Experiment, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics
+from determined.master.experiment import get_experiment, load_searcher, trials_of
+
+router = APIRouter()
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@router.get("/experiments/{experiment_id}/metrics")
+def experiment_metrics(request: Request, experiment_id: int) -> Dict[str, Any]:
+    """Every trial's training and validation metrics (`[{"steps_completed", "metrics"}]`, by batches) and the
+    names of the numeric metrics reported, for learning curves."""
+    with problems_as_http(), master_of(request).read() as s:
+        get_experiment(s, experiment_id)
+        trials = trials_of(s, experiment_id)
+        ids = [t.id for t in trials]
+        series: Dict[int, Dict[str, List[Dict[str, Any]]]] = {t.id: {"training": [], "validation": []} for t in trials}
+        names: Dict[str, set] = {"training": set(), "validation": set()}
+        for kind, table in (("training", TrainingMetrics), ("validation", ValidationMetrics)):
+            rows = s.execute(select(table.trial_id, table.steps_completed, table.metrics)
+                             .where(table.trial_id.in_(ids)).order_by(table.trial_id, table.steps_completed, table.id))
+            for trial_id, steps, metrics in rows:
+                numbers = {k: v for k, v in (metrics or {}).items() if _numeric(v)}
+                names[kind].update(numbers)
+                series[trial_id][kind].append({"steps_completed": steps, "metrics": numbers})
+        return {
+            "trials": [{"trial_id": t.id, "state": t.state, "hparams": t.hparams, "best_validation": t.best_validation,
+                        "total_batches": t.total_batches, **series[t.id]} for t in trials],
+            "metric_names": {kind: sorted(v) for kind, v in names.items()},
+        }
+
+
+# ---------------------------------------------------------------- hyperparameter importance
+
+_cache_lock = threading.Lock()
+_cache: "collections.OrderedDict[Tuple[Any, ...], Dict[str, float]]" = collections.OrderedDict()
+_CACHE_SIZE = 64
+
+
+def _trial_values(s: Session, exp: Experiment, metric: str, smaller_is_better: bool) -> List[Tuple[int, Dict[str, Any], float]]:
+    """(trial id, hparams, the trial's best value of `metric` over its validations) for trials that reported it."""
+    trials = {t.id: t for t in trials_of(s, exp.id)}
+    best: Dict[int, float] = {}
+    rows = s.execute(select(ValidationMetrics.trial_id, ValidationMetrics.metrics)
+                     .where(ValidationMetrics.trial_id.in_(list(trials))))
+    for trial_id, metrics in rows:
+        value = (metrics or {}).get(metric)
+        if not _numeric(value):
+            continue
+        old = best.get(trial_id)
+        if old is None or (value < old if smaller_is_better else value > old):
+            best[trial_id] = float(value)
+    return [(tid, trials[tid].hparams or {}, v) for tid, v in sorted(best.items())]
+
+
+@router.get("/experiments/{experiment_id}/hyperparameter_importance")
+def hyperparameter_importance(request: Request, experiment_id: int, metric: Optional[str] = None) -> Dict[str, Any]:
+    """`{"metric", "smaller_is_better", "num_trials", "importance": {hparam: share}, "method"}`: for each searched
+    hyperparameter, the share of the variance of the trials' best `metric` (default: the searcher metric) it
+    explains on its own (determined/master/importance.py). Empty with fewer than 3 trials that reported it."""
+    with problems_as_http(), master_of(request).read() as s:
+        exp = get_experiment(s, experiment_id)
+        searcher_config = exp.config["searcher"]
+        metric = metric or searcher_config["metric"]
+        smaller = bool(searcher_config.get("smaller_is_better", True))
+        values = _trial_values(s, exp, metric, smaller)
+        specs = exp.config.get("hyperparameters") or {}
+        seed = int((exp.config.get("reproducibility") or {}).get("experiment_seed") or 0)
+    key = (experiment_id, metric, tuple((tid, v) for tid, _, v in values))
+    with _cache_lock:
+        shares = _cache.get(key)
+    if shares is None:
+        shares = importance.hyperparameter_importance(specs, [(h, v) for _, h, v in values], seed=seed)
+        with _cache_lock:
+            _cache[key] = shares
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return {"metric": metric, "smaller_is_better": smaller, "num_trials": len(values), "importance": shares,
+            "method": "random forest, first-order variance decomposition (fANOVA-style)",
+            "min_trials": importance.MIN_TRIALS}
+
+
+# ---------------------------------------------------------------- searcher progress
+
+
+def _halving_brackets(method: Any) -> Optional[List[searcher.AsyncHalvingSearch]]:
+    if isinstance(method, searcher.AsyncHalvingSearch):
+        return [method]
+    brackets = getattr(method, "brackets", None)
+    if isinstance(brackets, list) and brackets and all(isinstance(b, searcher.AsyncHalvingSearch) for b in brackets):
+        return brackets
+    return None
+
+
+def _asha_rungs(bracket: searcher.AsyncHalvingSearch, trial_ids: Dict[str, int]) -> List[Dict[str, Any]]:
+    rungs = []
+    for index, length in enumerate(bracket.rung_lengths):
+        entries = bracket.rungs[index] if index < len(bracket.rungs) else []
+        reported = [{"trial_id": trial_ids.get(rid), "request_id": rid, "promoted": bool(promoted),
+                     "metric": None if value >= 1e300 else (value if bracket.smaller_is_better else -value)}
+                    for rid, value, promoted in entries]
+        running = [trial_ids.get(rid) for rid in sorted(bracket.outstanding) if bracket.trial_rung.get(rid) == index]
+        rungs.append({"index": index, "length": length, "reported": reported, "in_progress": running,
+                      "promoted": sum(1 for e in reported if e["promoted"])})
+    return rungs
+
+
+def _rungs_by_length(s: Session, trials: List[Trial]) -> List[Dict[str, Any]]:
+    """For methods without rungs of their own: the lengths trials were asked to train to, and who got there."""
+    by_length: Dict[int, Dict[str, List[Optional[int]]]] = {}
+    ops = s.scalars(select(SearcherOperation).where(SearcherOperation.trial_id.in_([t.id for t in trials]))
+                    .order_by(SearcherOperation.id))
+    for op in ops:
+        entry = by_length.setdefault(op.length, {"reported": [], "in_progress": []})
+        entry["reported" if op.completed else "in_progress"].append(op.trial_id)
+    return [{"index": i, "length": length,
+             "reported": [{"trial_id": tid, "promoted": False, "metric": None} for tid in by_length[length]["reported"]],
+             "in_progress": by_length[length]["in_progress"], "promoted": 0}
+            for i, length in enumerate(sorted(by_length))]
+
+
+@router.get("/experiments/{experiment_id}/searcher_progress")
+def searcher_progress(request: Request, experiment_id: int) -> Dict[str, Any]:
+    """`{"name", "unit", "progress", "trials_by_state", "brackets": [{"rungs": [{"index", "length", "reported":
+    [{"trial_id", "metric", "promoted"}], "in_progress": [trial ids], "promoted"}]}]}`; lengths in the searcher's
+    unit. ASHA methods give their own brackets and rungs; other methods one bracket of the lengths trials
+    were asked to reach."""
+    with problems_as_http(), master_of(request).read() as s:
+        exp = get_experiment(s, experiment_id)
+        trials = trials_of(s, experiment_id)
+        by_state = collections.Counter(t.state for t in trials)
+        trial_ids = {t.request_id: t.id for t in trials}
+        method = load_searcher(exp)
+        halving = _halving_brackets(method.method)
+        if halving is not None:
+            brackets = [{"rungs": _asha_rungs(b, trial_ids), "max_trials": b.max_trials} for b in halving]
+        else:
+            brackets = [{"rungs": _rungs_by_length(s, trials), "max_trials": None}]
+        return {"name": exp.config["searcher"]["name"], "unit": method.unit, "progress": float(exp.progress or 0.0),
+                "trials_by_state": dict(by_state), "brackets": brackets}

@@ -1,0 +1,94 @@
+"""Log in and out, who am I, and managing users (docs/auth.md)."""
+from typing import Any, Dict
+
+from fastapi import APIRouter, Body, Request
+
+from determined.master import auth, serialize, users
+from determined.master.api._deps import master_of, problems_as_http
+from determined.master.problems import RequestProblem
+
+router = APIRouter()
+
+_BAD_LOGIN = "login failed: unknown username or wrong password"
+
+
+@router.post("/auth/login")
+def login(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
+    """`{"username", "password"}` -> `{"token", "user", "expires_at"}`; a 401 does not say which part was wrong."""
+    with problems_as_http():
+        if not isinstance(body, dict) or not isinstance(body.get("username"), str):
+            raise RequestProblem(400, "the body must be {\"username\": \"...\", \"password\": \"...\"}")
+        password = body.get("password", "")
+        if not isinstance(password, str):
+            raise RequestProblem(400, "password: must be a string")
+        master = master_of(request)
+        with master.read() as s:
+            user = users.find(s, body["username"])
+            stored = user.password_hash if user is not None else _DUMMY_HASH
+            # The hash is checked even for an unknown user, so timing tells nothing either.
+            ok = users.check_password(password, stored) and user is not None
+            if not ok or user is None:
+                raise RequestProblem(401, _BAD_LOGIN)
+            username = user.username
+            if not user.active:
+                raise RequestProblem(403, f"user {username!r} is deactivated; an admin can run "
+                                          f"`det user activate {username}`")
+        with master.write() as s:
+            fresh = users.get(s, username)
+            token, expires = auth.issue_token(s, fresh)
+            return {"token": token, "user": users.to_json(fresh), "expires_at": serialize.timestamp(expires)}
+
+
+_DUMMY_HASH = users.hash_password("not-a-password-of-anyone")
+
+
+@router.post("/auth/logout")
+def logout(request: Request) -> Dict[str, Any]:
+    """Revoke the token of this request (a trial's token is left alone)."""
+    with problems_as_http():
+        principal = auth.principal_of(request)
+        if not principal.is_trial:
+            with master_of(request).write() as s:
+                auth.revoke_token(s, principal.token)
+    return {}
+
+
+@router.get("/me")
+def me(request: Request) -> Dict[str, Any]:
+    with problems_as_http():
+        principal = auth.principal_of(request)
+        with master_of(request).read() as s:
+            user = users.get(s, principal.username)
+            answer = users.to_json(user)
+        if principal.is_trial:
+            answer["trial_id"] = principal.trial_id
+        return {"user": answer}
+
+
+@router.get("/users")
+def list_users(request: Request) -> Dict[str, Any]:
+    with problems_as_http(), master_of(request).read() as s:
+        return {"users": [users.to_json(u) for u in users.all_users(s)]}
+
+
+@router.post("/users")
+def create_user(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
+    """Admins only: `{"username", "password"?, "admin"?}` -> `{"user"}`."""
+    with problems_as_http():
+        auth.check_admin(auth.principal_of(request), "create users")
+        with master_of(request).write() as s:
+            return {"user": users.to_json(users.create(s, body))}
+
+
+@router.patch("/users/{username}")
+def patch_user(request: Request, username: str, body: Any = Body(None)) -> Dict[str, Any]:
+    """`password` by the user or an admin; `active` and `admin` by an admin."""
+    with problems_as_http():
+        principal = auth.principal_of(request)
+        if principal.is_trial:
+            raise RequestProblem(403, "a trial's token cannot change users")
+        with master_of(request).write() as s:
+            user = users.get(s, username)
+            by_self = principal.username == user.username
+            user = users.update(s, user, body, by_admin=principal.admin, by_self=by_self)
+            return {"user": users.to_json(user)}

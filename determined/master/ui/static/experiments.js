@@ -1,0 +1,52 @@
+// The experiments list: state, progress, searcher, best metric, owner, start time; filter and sort.
+"use strict";
+
+(() => {
+  const { el } = det;
+  const table = document.getElementById("experiments-table");
+  const filter = document.getElementById("filter");
+  const stateFilter = document.getElementById("state-filter");
+  const count = document.getElementById("count");
+  const TERMINAL = ["COMPLETED", "CANCELED", "ERROR"];
+  let experiments = [];
+
+  const columns = [
+    { key: "id", label: "ID", value: (e) => e.id, cell: (e) => el("a", { href: "/experiments/" + e.id }, String(e.id)) },
+    { key: "description", label: "Description", value: (e) => e.description,
+      cell: (e) => el("a", { href: "/experiments/" + e.id }, e.description || "(no description)") },
+    { key: "state", label: "State", value: (e) => e.state, cell: (e) => det.stateBadge(e.state) },
+    { key: "progress", label: "Progress", value: (e) => e.progress, cell: (e) => det.progressBar(e.progress) },
+    { key: "searcher", label: "Searcher", value: (e) => e.config.searcher.name },
+    { key: "best", label: "Best metric", value: (e) => e.best_validation,
+      cell: (e) => e.best_validation === null ? "" : `${e.searcher_metric} ${det.fmtNum(e.best_validation)}` },
+    { key: "trials", label: "Trials", value: (e) => e.num_trials },
+    { key: "owner", label: "Owner", value: (e) => e.owner },
+    { key: "start", label: "Started", value: (e) => e.start_time, cell: (e) => det.fmtTime(e.start_time) },
+    { key: "duration", label: "Duration", value: (e) => new Date(e.end_time || Date.now()) - new Date(e.start_time),
+      cell: (e) => det.fmtDuration(e.start_time, e.end_time) },
+    { key: "labels", label: "Labels", value: (e) => (e.labels || []).join(", ") },
+  ];
+
+  function matches(e) {
+    const wanted = stateFilter.value;
+    if (wanted === "active" && TERMINAL.includes(e.state)) return false;
+    if (wanted && wanted !== "active" && e.state !== wanted) return false;
+    const text = filter.value.trim().toLowerCase();
+    if (!text) return true;
+    const haystack = [e.id, e.description, e.owner, e.state, e.config.searcher.name, ...(e.labels || [])].join(" ").toLowerCase();
+    return text.split(/\s+/).every((word) => haystack.includes(word));
+  }
+
+  function render() {
+    const shown = experiments.filter(matches);
+    count.textContent = `${shown.length} of ${experiments.length}`;
+    det.sortableTable(table, columns, shown, { key: "id", desc: true });
+  }
+
+  filter.addEventListener("input", render);
+  stateFilter.addEventListener("change", render);
+  det.ready().then(() => det.poll(async () => {
+    experiments = (await det.api("/experiments")).experiments;
+    render();
+  }, 3000)).catch(() => {});
+})();

@@ -1,0 +1,34 @@
+// The model registry: every model with its description, metadata and number of versions.
+"use strict";
+
+(() => {
+  const { el } = det;
+  const table = document.getElementById("models-table");
+  const filter = document.getElementById("filter");
+  const count = document.getElementById("count");
+  let models = [];
+
+  const link = (m) => el("a", { href: "/models/" + encodeURIComponent(m.name) }, m.name);
+  const columns = [
+    { key: "name", label: "Name", cell: link },
+    { key: "description", label: "Description" },
+    { key: "num_versions", label: "Versions" },
+    { key: "metadata", label: "Metadata", value: (m) => JSON.stringify(m.metadata || {}),
+      cell: (m) => el("code", { class: "small" }, JSON.stringify(m.metadata || {})) },
+    { key: "creation_time", label: "Created", cell: (m) => det.fmtTime(m.creation_time) },
+    { key: "last_updated_time", label: "Updated", cell: (m) => det.fmtTime(m.last_updated_time) },
+  ];
+
+  function render() {
+    const text = filter.value.trim().toLowerCase();
+    const shown = models.filter((m) => !text || `${m.name} ${m.description}`.toLowerCase().includes(text));
+    count.textContent = `${shown.length} of ${models.length}`;
+    det.sortableTable(table, columns, shown);
+  }
+
+  filter.addEventListener("input", render);
+  det.ready().then(() => det.poll(async () => {
+    models = (await det.api("/models")).models;
+    render();
+  }, 5000)).catch(() => {});
+})();

@@ -1,0 +1,215 @@
+"""Throwaway PostgreSQL servers for the tests and benchmarks, and running the master tests on PostgreSQL.
+
+`PostgresServer.start()` runs initdb into a temporary dir (as the `postgres` user when we are root) and
+pg_ctl with `listen_addresses=127.0.0.1` on a free port; `stop()` ends it by its pid and removes the dir.
+
+As a pytest plugin (`pytest -p tests._postgres`, or through tests/master/conftest.py) it gives:
+
+* `postgres_server`: one server for the session; `postgres_db_url`: a fresh database on it per test;
+* with `DET_TEST_DB=postgres`, every master of the run uses PostgreSQL: each data dir gets its own fresh
+  database (a data dir that already holds a SQLite `determined.db` keeps it), so the same tests run on both.
+"""
+import contextlib
+import glob
+import hashlib
+import os
+import pathlib
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Dict, Iterator, List, Optional
+
+import pytest
+
+SUPERUSER = "postgres"
+
+
+def _bin_dir() -> Optional[str]:
+    found = shutil.which("initdb")
+    if found:
+        return os.path.dirname(os.path.realpath(found))
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return os.path.dirname(candidates[-1]) if candidates else None
+
+
+def available() -> bool:
+    return _bin_dir() is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PostgresServer:
+    """A PostgreSQL server in a temporary directory, listening on 127.0.0.1 only."""
+
+    def __init__(self, *, durable: bool = False) -> None:
+        """`durable=False` turns fsync off (tests); the benchmark keeps PostgreSQL's durable defaults."""
+        self.durable = durable
+        self.port = 0
+        self.dir = ""
+        self.pid: Optional[int] = None
+        self._lock = threading.Lock()
+        self._databases: Dict[str, str] = {}
+
+    def _as_owner(self, argv: List[str]) -> List[str]:
+        if os.geteuid() == 0:  # initdb and postgres refuse to run as root
+            return ["runuser", "-u", SUPERUSER, "--", *argv]
+        return argv
+
+    def start(self) -> "PostgresServer":
+        bin_dir = _bin_dir()
+        if bin_dir is None:
+            raise RuntimeError("PostgreSQL is not installed (no initdb); install it, e.g. apt-get install postgresql")
+        self.dir = tempfile.mkdtemp(prefix="det-pg-")
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam(SUPERUSER)
+            os.chown(self.dir, owner.pw_uid, owner.pw_gid)
+        data = os.path.join(self.dir, "data")
+        subprocess.run(self._as_owner([os.path.join(bin_dir, "initdb"), "-D", data, "-U", SUPERUSER, "-A", "trust",
+                                       "-E", "UTF8", "--no-sync", "--locale=C"]),
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        options = ["-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={self.dir}",
+                   "-c max_connections=400", "-c shared_buffers=64MB"]
+        if not self.durable:
+            options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+        for _ in range(3):
+            self.port = _free_port()
+            result = subprocess.run(
+                self._as_owner([os.path.join(bin_dir, "pg_ctl"), "-D", data, "-l", os.path.join(self.dir, "log"), "-w",
+                                "-t", "60", "-o", " ".join(options + [f"-p {self.port}"]), "start"]),
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if result.returncode == 0:
+                with open(os.path.join(data, "postmaster.pid")) as f:
+                    self.pid = int(f.readline())
+                return self
+        log = pathlib.Path(self.dir, "log")
+        raise RuntimeError(f"PostgreSQL did not start: {result.stderr}\n{log.read_text() if log.exists() else ''}")
+
+    @property
+    def admin_url(self) -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/postgres"
+
+    def url(self, database: str) -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        """Create database `name` (once) and return its URL."""
+        import psycopg
+
+        with self._lock:
+            if name not in self._databases:
+                with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                    conn.execute(f'CREATE DATABASE "{name}"')
+                self._databases[name] = self.url(name)
+            return self._databases[name]
+
+    def stop(self) -> None:
+        """Fast shutdown by the server's pid, then remove its directory."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGINT)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and _alive(self.pid):
+                time.sleep(0.05)
+            if _alive(self.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+            self.pid = None
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- pytest plugin
+
+_server: Optional[PostgresServer] = None
+_server_lock = threading.Lock()
+_counter = 0
+
+
+def shared_server() -> PostgresServer:
+    """The session's server, started on first use and stopped when pytest ends."""
+    global _server
+    with _server_lock:
+        if _server is None:
+            _server = PostgresServer().start()
+        return _server
+
+
+def fresh_database_url() -> str:
+    global _counter
+    with _server_lock:
+        _counter += 1
+        name = f"det_test_{os.getpid()}_{_counter}"
+    return shared_server().create_database(name)
+
+
+def wanted() -> bool:
+    """Whether this test run puts the masters on PostgreSQL (DET_TEST_DB=postgres)."""
+    value = os.environ.get("DET_TEST_DB", "sqlite").strip().lower()
+    if value not in ("sqlite", "postgres", "postgresql"):
+        raise pytest.UsageError(f"DET_TEST_DB={value!r}: use sqlite (default) or postgres")
+    return value != "sqlite"
+
+
+def _database_of_data_dir(data_dir: "str | pathlib.Path") -> str:
+    """A data dir's own PostgreSQL database; a data dir with a SQLite database keeps it."""
+    path = pathlib.Path(data_dir).expanduser().resolve()
+    if (path / "determined.db").exists():
+        return f"sqlite:///{path / 'determined.db'}"
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:24]
+    return shared_server().create_database(f"det_{digest}")
+
+
+def use_postgres_for_every_master() -> None:
+    """Masters without an explicit database use one PostgreSQL database per data dir (in this process)."""
+    from determined.master.db import engine
+
+    engine.default_db_url = _database_of_data_dir  # type: ignore[assignment]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if wanted():
+        if not available():
+            raise pytest.UsageError("DET_TEST_DB=postgres needs PostgreSQL's initdb and pg_ctl (apt-get install postgresql)")
+        use_postgres_for_every_master()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _server
+    if _server is not None:
+        _server.stop()
+        _server = None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return "master database: " + ("PostgreSQL (DET_TEST_DB=postgres)" if wanted() else "SQLite")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    if not available():
+        pytest.skip("PostgreSQL is not installed (no initdb)")
+    yield shared_server()
+
+
+@pytest.fixture
+def postgres_db_url(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's server."""
+    return fresh_database_url()

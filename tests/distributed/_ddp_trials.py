@@ -1,0 +1,93 @@
+"""Trials for the distributed tests (importable by the worker processes: this dir goes on sys.path)."""
+import time
+from typing import Any, Dict
+
+import torch
+from torch import nn
+
+import determined.pytorch as det_torch
+
+TRAIN_RECORDS = 64
+VALIDATION_RECORDS = 41  # batches of 4: 11 batches, 6 on rank 0 and 5 on rank 1, the last one of 1 record
+
+
+def regression_data(records: int, seed: int) -> torch.utils.data.TensorDataset:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(records, 3, generator=generator)
+    y = x @ torch.tensor([[1.5], [-2.0], [0.5]]) + 0.25
+    return torch.utils.data.TensorDataset(x, y)
+
+
+class ExactMSE:
+    """A custom reducer: per slot the sums of squared errors and records, across slots their ratio."""
+
+    def reset(self) -> None:
+        self.total = torch.zeros(2, dtype=torch.float64)
+
+    def accumulate(self, value: torch.Tensor) -> torch.Tensor:
+        self.total = self.total + value.to(torch.float64)
+        return self.total
+
+    def cross_slot_reduce(self, per_slot: Any) -> float:
+        total = sum(per_slot)
+        return float(total[0] / total[1])
+
+
+class LinearTrial(det_torch.PyTorchTrial):
+    """Linear regression with plain SGD (no dropout, no randomness in the step): 1 and N slots must agree."""
+
+    def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
+        self.context = context
+        torch.manual_seed(0)
+        self.model = context.wrap_model(nn.Linear(3, 1))
+        self.optimizer = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=context.get_hparam("lr")))
+
+    def build_training_data_loader(self) -> det_torch.DataLoader:
+        return det_torch.DataLoader(
+            regression_data(TRAIN_RECORDS, 0), batch_size=self.context.get_per_slot_batch_size(), shuffle=True
+        )
+
+    def build_validation_data_loader(self) -> det_torch.DataLoader:
+        return det_torch.DataLoader(regression_data(VALIDATION_RECORDS, 1), batch_size=4)
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        x, y = batch
+        time.sleep(float(self.context.get_hparams().get("sleep", 0)))
+        loss = nn.functional.mse_loss(self.model(x), y)
+        self.context.backward(loss)
+        self.context.step_optimizer(self.optimizer)
+        return {"loss": loss, "rank": float(self.context.distributed.rank)}
+
+    def evaluate_batch(self, batch: Any) -> Dict[str, Any]:
+        x, y = batch
+        error = self.model(x) - y
+        return {
+            "mse": torch.stack([(error ** 2).sum(), torch.tensor(float(len(x)))]),
+            "val_loss": nn.functional.mse_loss(self.model(x), y),
+            "records": len(x),
+            "max_abs_error": (self.model(x) - y).abs().max(),
+        }
+
+    def evaluation_reducer(self) -> Dict[str, det_torch.Reducer]:
+        return {"val_loss": det_torch.Reducer.AVG, "records": det_torch.Reducer.SUM,
+                "max_abs_error": det_torch.Reducer.MAX, "mse": ExactMSE()}
+
+
+class FullDatasetTrial(LinearTrial):
+    """Validation with evaluate_full_dataset: runs on the chief only."""
+
+    evaluate_batch = det_torch.PyTorchTrial.evaluate_batch  # type: ignore[assignment]
+
+    def evaluate_full_dataset(self, data_loader: Any) -> Dict[str, Any]:
+        records = sum(len(x) for x, _ in data_loader)
+        return {"val_loss": 0.0, "records": records, "rank": self.context.distributed.rank}
+
+
+class StopOnRankOneTrial(LinearTrial):
+    """Rank 1 alone asks to stop after batch 5: every rank must stop there (no rank left waiting)."""
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        metrics = super().train_batch(batch, epoch_idx, batch_idx)
+        if batch_idx == 4 and self.context.distributed.rank == 1:
+            self.context.set_stop_requested(True)
+        return metrics

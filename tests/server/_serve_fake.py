@@ -1,0 +1,15 @@
+"""`det master up` exactly as the CLI runs it, with tests/master/fake_trial.py as the trial program.
+
+The fake trial speaks the real trial routes without importing a framework, so a server test starts and
+restarts trials in a fraction of a second. Usage: python _serve_fake.py master up --port 0 ...
+"""
+import pathlib
+import sys
+
+from determined.cli.main import main
+from determined.master.rm import local
+
+local.DEFAULT_TRIAL_COMMAND = (sys.executable, str(pathlib.Path(__file__).resolve().parent.parent / "master" / "fake_trial.py"))
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
