@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from determined import core, errors, tensorflow as det_tf
-from determined._trial import TrialController
+from determined._trial_loop import TrialLoop
 from determined.estimator import _checkpoint
 from determined.estimator._estimator_context import EstimatorContext, _is_dataset
 from determined.estimator._run_hook import RunHook
@@ -209,7 +209,7 @@ class _ControlHook(tf.estimator.SessionRunHook):
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         loss = (run_values.results or {}).get("loss")
-        if not self._controller._after_batch(loss, self._session_saver(run_context)):
+        if not self._controller._on_batch_end(loss, self._session_saver(run_context)):
             run_context.request_stop()
 
     def _session_saver(self, run_context: Any) -> Callable[[str], str]:
@@ -223,7 +223,7 @@ class _ControlHook(tf.estimator.SessionRunHook):
         return save
 
 
-class EstimatorTrialController(TrialController):
+class EstimatorTrialController(TrialLoop):
     """Trains, validates and checkpoints an EstimatorTrial as the searcher operations of its core context ask.
 
     For each operation: train up to `op.length` batches in total (batches = Estimator steps), report
@@ -234,6 +234,8 @@ class EstimatorTrialController(TrialController):
     """
 
     context: EstimatorContext
+    _logger = logger
+    _broadcast_validation_was_best = True  # every rank saves the model dir (see _save_model_dir)
 
     def __init__(self, trial_class: Type[Any], context: EstimatorContext) -> None:
         super().__init__(trial_class, context)
@@ -276,36 +278,12 @@ class EstimatorTrialController(TrialController):
             if isinstance(hook, RunHook) and all(hook is not h for h in self.run_hooks):
                 self.run_hooks.append(hook)
 
-        self.steps_completed = 0
-        self._last_validation: Optional[int] = None
-        self._last_validation_metrics: Optional[Dict[str, Any]] = None
-        self._last_checkpoint = 0
+        # Saves the training session's state into a model dir: the control hook's, between two batches.
+        self._save: Optional[Callable[[str], str]] = None
         self._saved: Optional[tuple] = None  # (steps_completed, TF checkpoint prefix) of the model dir's last save
         self._losses: List[float] = []
         self._ops: Optional[Iterator[core.SearcherOperation]] = None
         self._op: Optional[core.SearcherOperation] = None
-
-    # -- configuration -------------------------------------------------------------------------------
-
-    def _read_config(self, config: Dict[str, Any]) -> None:
-        from determined.config import length_to_batches
-
-        gbs = self.context.get_hparams().get("global_batch_size", 0)
-        rpe = int(config.get("records_per_epoch") or 0)
-
-        def batches(key: str) -> int:
-            length = config.get(key) or {"batches": 0}
-            if isinstance(length, int):
-                return length
-            return int(length_to_batches(length, gbs, rpe))
-
-        self._scheduling_unit = max(1, int(config.get("scheduling_unit") or 100))
-        self._min_validation_period = batches("min_validation_period")
-        self._min_checkpoint_period = batches("min_checkpoint_period")
-        self._checkpoint_policy = str(config.get("checkpoint_policy") or "best")
-        self._perform_initial_validation = bool(config.get("perform_initial_validation", False))
-        self._searcher_metric: Optional[str] = (config.get("searcher") or {}).get("metric")
-        self._average_training_metrics = bool((config.get("optimizations") or {}).get("average_training_metrics"))
 
     # -- entry point ---------------------------------------------------------------------------------
 
@@ -358,75 +336,30 @@ class EstimatorTrialController(TrialController):
 
     def _before_first_batch(self, save: Callable[[str], str]) -> bool:
         """Finish the operations that need no training; False when none is left."""
-        if self._perform_initial_validation and self.steps_completed == 0 and self._last_validation is None:
-            self._validate(save)
-        return self._advance(save)
+        self._save = save
+        self._maybe_validate_initially()
+        return self._advance()
 
-    def _after_batch(self, loss: Any, save: Callable[[str], str]) -> bool:
+    def _on_batch_end(self, loss: Any, save: Callable[[str], str]) -> bool:
         """Called after every batch; False when training must stop."""
+        self._save = save
         op = self._op
         assert op is not None
         self.steps_completed += 1
         if loss is not None:
             self._losses.append(float(loss))
-        stop = self._should_stop()
-        done = self.steps_completed >= op.length
-        validation_due = self._validation_due()
-        checkpoint_due = self._checkpoint_due()
-        if stop or done or validation_due or checkpoint_due or len(self._losses) >= self._scheduling_unit:
-            self._report_training_metrics()
-        if stop:
-            self._stop(save)
-            return False
-        if validation_due and not done:
-            self._validate_and_maybe_checkpoint(save)
-        if not done and self._checkpoint_due():
-            self._checkpoint(save)
-        op.report_progress(self.steps_completed)
-        return self._advance(save)
+        return self._after_batch(op) and self._advance()
 
-    def _advance(self, save: Callable[[str], str]) -> bool:
+    def _advance(self) -> bool:
         """Complete the current operation while it is reached and move to the next; False when none is left."""
         while self._op is not None and self.steps_completed >= self._op.length:
-            self._complete(self._op, save)
+            self._complete(self._op)
             assert self._ops is not None
             self._op = next(self._ops, None)
         return self._op is not None
 
-    def _complete(self, op: core.SearcherOperation, save: Callable[[str], str]) -> None:
-        if self._last_validation != self.steps_completed or self._last_validation_metrics is None:
-            self._validate_and_maybe_checkpoint(save)
-        if self.steps_completed > self._last_checkpoint:
-            self._checkpoint(save)
-        op.report_completed(self._searcher_metric_value(self._last_validation_metrics or {}))
-
-    def _stop(self, save: Callable[[str], str]) -> None:
-        if self.steps_completed > self._last_checkpoint:
-            self._checkpoint(save)
-        if self.context.get_stop_requested():
-            logger.info("the trial asked to stop after %d batches", self.steps_completed)
-            self.core.train.report_early_exit("USER_CANCELED")
-        else:
-            logger.info("preempted after %d batches; checkpointed, exiting", self.steps_completed)
-
-    def _should_stop(self) -> bool:
-        """The master's preemption (the chief asks) or a stop the trial requested on any rank; every rank
-        gets the same answer after the same batch."""
-        if self._size == 1:
-            return self.core.preempt.should_preempt() or self.context.get_stop_requested()
-        preempt = self.core.preempt._chief_should_preempt() if self._rank == 0 else False
-        decisions = self.context.distributed.allgather((preempt, self.context.get_stop_requested()))
-        if any(requested for _, requested in decisions) and not self.context.get_stop_requested():
-            self.context.set_stop_requested(True)
-        return bool(decisions[0][0]) or self.context.get_stop_requested()
-
-    def _validation_due(self) -> bool:
-        period = self._min_validation_period
-        return period > 0 and self.steps_completed - (self._last_validation or 0) >= period
-
-    def _checkpoint_due(self) -> bool:
-        period = self._min_checkpoint_period
-        return period > 0 and self.steps_completed - self._last_checkpoint >= period
+    def _unreported_batches(self) -> int:
+        return len(self._losses)
 
     def _report_training_metrics(self) -> None:
         if not self._losses:
@@ -443,38 +376,23 @@ class EstimatorTrialController(TrialController):
             self.steps_completed, {"loss": float(np.mean(losses))}, batch_metrics
         )
 
-    def _searcher_metric_value(self, metrics: Dict[str, Any]) -> Any:
-        name = self._searcher_metric
-        if name is None:
-            raise errors.DeterminedError("the experiment config has no searcher.metric to report to the searcher")
-        if name not in metrics:
-            raise errors.InvalidTrialError(
-                f"the validation metrics lack the searcher metric {name!r} (searcher.metric); Estimator.evaluate "
-                f"returned: {', '.join(sorted(metrics)) or 'no metrics'}. Add {name!r} to the eval_metric_ops "
-                "of the EstimatorSpec (or use 'loss'), or change searcher.metric"
-            )
-        return metrics[name]
+    def _missing_searcher_metric(self, name: str, metrics: Dict[str, Any]) -> str:
+        return (
+            f"the validation metrics lack the searcher metric {name!r} (searcher.metric); Estimator.evaluate "
+            f"returned: {', '.join(sorted(metrics)) or 'no metrics'}. Add {name!r} to the eval_metric_ops "
+            "of the EstimatorSpec (or use 'loss'), or change searcher.metric"
+        )
 
     # -- saving, validation, checkpoints -------------------------------------------------------------
 
-    def _save_model_dir(self, save: Callable[[str], str]) -> str:
+    def _save_model_dir(self) -> str:
         if self._saved is None or self._saved[0] != self.steps_completed:
-            self._saved = (self.steps_completed, save(self._model_dir))
+            assert self._save is not None, "the model dir is saved only between batches, from the control hook"
+            self._saved = (self.steps_completed, self._save(self._model_dir))
         return self._saved[1]
 
-    def _validate_and_maybe_checkpoint(self, save: Callable[[str], str]) -> None:
-        self._validate(save)
-        if self.steps_completed <= self._last_checkpoint:
-            return
-        policy = self._checkpoint_policy
-        best = self.core.train.last_validation_was_best
-        if self._size > 1:
-            best = self.context.distributed.broadcast(best)  # only the chief hears it from the master
-        if policy == "all" or (policy == "best" and best):
-            self._checkpoint(save)
-
-    def _validate(self, save: Callable[[str], str]) -> Dict[str, Any]:
-        prefix = self._save_model_dir(save)
+    def _validate(self) -> Dict[str, Any]:
+        prefix = self._save_model_dir()
         spec = self.eval_spec
         input_fn = _wrap_input_fn(spec.input_fn, "EvalSpec", lambda dataset: dataset)
         counter = _BatchCounter()
@@ -488,20 +406,13 @@ class EstimatorTrialController(TrialController):
         for name, value in metrics.items():
             if isinstance(value, float) and not math.isfinite(value):
                 logger.warning("validation metric %s is %s after %d batches", name, value, self.steps_completed)
-        self._searcher_metric_value(metrics)
-        self.core.train.report_validation_metrics(self.steps_completed, metrics)
-        self._last_validation = self.steps_completed
-        self._last_validation_metrics = metrics
+        self._validated(metrics)
         return metrics
 
-    def _checkpoint(self, save: Callable[[str], str]) -> None:
-        prefix = self._save_model_dir(save)
+    def _checkpoint(self) -> None:
+        prefix = self._save_model_dir()
         if self._rank == 0:
-            metadata = {
-                "steps_completed": self.steps_completed,
-                "framework": _checkpoint.framework(),
-                "format": _checkpoint.FORMAT,
-            }
+            metadata = self._checkpoint_metadata(_checkpoint.framework(), _checkpoint.FORMAT)
             with self.core.checkpoint.store_path(metadata) as (path, _uuid):
                 _checkpoint.copy_training_state(prefix, path)
                 _checkpoint.export_serving_models(self.estimator, self.serving_fns, prefix, path)
@@ -525,9 +436,6 @@ class EstimatorTrialController(TrialController):
             name = _checkpoint.restore_training_state(pathlib.Path(path), pathlib.Path(self._model_dir))
             for hook in self.run_hooks:
                 hook.on_checkpoint_load(str(path))
-        # The platform says where this trial stands: a warm start from another experiment's checkpoint
-        # begins at batch 0, a restart or a PBT clone at the batch of the checkpoint; the Estimator's
-        # global step continues from the checkpoint either way.
-        self.steps_completed = int(self.core.info.steps_completed)
-        self._last_checkpoint = self.steps_completed
+        # The Estimator's global step continues from the checkpoint, warm start or not.
+        self._resume_at_platform_steps(None)
         logger.info("restored checkpoint %s (%s) at %d batches", uuid, name, self.steps_completed)

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from determined import errors, tensorflow as det_tf
-from determined._trial import TrialController
+from determined._trial_loop import BatchLoop
 from determined.keras import _checkpoint, _data, _distributed
 from determined.keras._tf_keras_context import TFKerasTrialContext
 
@@ -38,12 +38,6 @@ def build_checked_model(trial: Any, context: TFKerasTrialContext, trial_name: st
             "model.compile(optimizer=..., loss=..., metrics=[...]) on the wrapped model before returning it"
         )
     return model
-
-
-def _length_to_batches(length: Dict[str, int], global_batch_size: int, records_per_epoch: int) -> int:
-    from determined.config import length_to_batches
-
-    return int(length_to_batches(length, global_batch_size, records_per_epoch))
 
 
 def _number(name: str, value: Any) -> float:
@@ -87,7 +81,7 @@ class _MetricWindow:
         return averages, batches
 
 
-class TFKerasTrialController(TrialController):
+class TFKerasTrialController(BatchLoop):
     """Trains, validates and checkpoints a TFKerasTrial as the searcher operations of its core context ask.
 
     For each operation: train batch by batch (``model.train_on_batch``) up to `op.length` batches in
@@ -98,6 +92,8 @@ class TFKerasTrialController(TrialController):
     """
 
     context: TFKerasTrialContext
+    _logger = logger
+    _broadcast_validation_was_best = True  # every rank saves the model (see _checkpoint)
 
     def __init__(self, trial_class: Type[Any], context: TFKerasTrialContext) -> None:
         super().__init__(trial_class, context)
@@ -169,31 +165,10 @@ class TFKerasTrialController(TrialController):
         )
         self.callbacks.set_params({"verbose": 0, "epochs": None, "steps": self.stream.epoch_len})
 
-        self.steps_completed = 0
-        self._last_validation: Optional[int] = None
-        self._last_validation_metrics: Optional[Dict[str, Any]] = None
-        self._last_checkpoint = 0
         self._window = _MetricWindow()
         self._epoch_window = _MetricWindow()
 
     # -- configuration -------------------------------------------------------------------------------
-
-    def _read_config(self, config: Dict[str, Any]) -> None:
-        gbs = self.context.get_hparams().get("global_batch_size", 0)
-        rpe = int(config.get("records_per_epoch") or 0)
-
-        def batches(key: str) -> int:
-            length = config.get(key) or {"batches": 0}
-            if isinstance(length, int):
-                return length
-            return _length_to_batches(length, gbs, rpe)
-
-        self._scheduling_unit = max(1, int(config.get("scheduling_unit") or 100))
-        self._min_validation_period = batches("min_validation_period")
-        self._min_checkpoint_period = batches("min_checkpoint_period")
-        self._checkpoint_policy = config.get("checkpoint_policy") or "best"
-        self._perform_initial_validation = bool(config.get("perform_initial_validation", False))
-        self._searcher_metric: Optional[str] = (config.get("searcher") or {}).get("metric")
 
     def _scope(self) -> Any:
         return self._strategy.scope() if self._strategy is not None else contextlib.nullcontext()
@@ -230,84 +205,19 @@ class TFKerasTrialController(TrialController):
         self._restore()
         self.callbacks.on_train_begin()
         try:
-            for op in self.core.searcher.operations():
-                if not self._run_operation(op):
-                    break
+            self._run_operations()
             self.callbacks.on_train_end()
         finally:
             self.stream.close()
 
-    def _run_operation(self, op: Any) -> bool:
-        """Work through one searcher operation; False when the trial must stop (preempted or stop requested)."""
-        if self._perform_initial_validation and self.steps_completed == 0 and self._last_validation is None:
-            self._validate()
-        while self.steps_completed < op.length:
-            self._train_one_batch()
-            if getattr(self.model, "stop_training", False):
-                self.model.stop_training = False
-                self.context.set_stop_requested(True)
-            stop = self._should_stop()
-            done = self.steps_completed >= op.length
-            validation_due = self._validation_due()
-            checkpoint_due = self._checkpoint_due()
-            if stop or done or validation_due or checkpoint_due or len(self._window) >= self._scheduling_unit:
-                self._report_training_metrics()
-            if stop:
-                return self._stop()
-            if validation_due and not done:
-                self._validate_and_maybe_checkpoint()
-            if not done and self._checkpoint_due():
-                self._checkpoint()
-            op.report_progress(self.steps_completed)
-        if self._last_validation != self.steps_completed or self._last_validation_metrics is None:
-            self._validate_and_maybe_checkpoint()
-        if self.steps_completed > self._last_checkpoint:
-            self._checkpoint()
-        op.report_completed(self._searcher_metric_value(self._last_validation_metrics or {}))
-        return True
-
-    def _should_stop(self) -> bool:
-        """The master's preemption (the chief asks) or a stop the trial requested on any rank; every rank
-        gets the same answer after the same batch."""
-        if self._size == 1:
-            return self.core.preempt.should_preempt() or self.context.get_stop_requested()
-        preempt = self.core.preempt._chief_should_preempt() if self._rank == 0 else False
-        decisions = self.context.distributed.allgather((preempt, self.context.get_stop_requested()))
-        if any(requested for _, requested in decisions) and not self.context.get_stop_requested():
-            self.context.set_stop_requested(True)
-        return bool(decisions[0][0]) or self.context.get_stop_requested()
-
-    def _stop(self) -> bool:
-        if self.steps_completed > self._last_checkpoint:
-            self._checkpoint()
-        if self.context.get_stop_requested():
-            logger.info("the trial asked to stop after %d batches", self.steps_completed)
-            self.core.train.report_early_exit("USER_CANCELED")
-        else:
-            logger.info("preempted after %d batches; checkpointed, exiting", self.steps_completed)
-        return False
-
-    def _validation_due(self) -> bool:
-        period = self._min_validation_period
-        return period > 0 and self.steps_completed - (self._last_validation or 0) >= period
-
-    def _checkpoint_due(self) -> bool:
-        period = self._min_checkpoint_period
-        return period > 0 and self.steps_completed - self._last_checkpoint >= period
-
-    def _searcher_metric_value(self, metrics: Dict[str, Any]) -> Any:
-        name = self._searcher_metric
-        if name is None:
-            raise errors.DeterminedError("the experiment config has no searcher.metric to report to the searcher")
-        if name not in metrics:
-            hint = ""
-            if VALIDATION_PREFIX + name in metrics:
-                hint = f" (validation metrics are prefixed: use searcher.metric: {VALIDATION_PREFIX + name})"
-            raise errors.InvalidTrialError(
-                f"the validation metrics lack the searcher metric {name!r} (searcher.metric){hint}; the model's "
-                f"evaluate() gave: {', '.join(sorted(metrics)) or 'no metrics'}"
-            )
-        return metrics[name]
+    def _missing_searcher_metric(self, name: str, metrics: Dict[str, Any]) -> str:
+        hint = ""
+        if VALIDATION_PREFIX + name in metrics:
+            hint = f" (validation metrics are prefixed: use searcher.metric: {VALIDATION_PREFIX + name})"
+        return (
+            f"the validation metrics lack the searcher metric {name!r} (searcher.metric){hint}; the model's "
+            f"evaluate() gave: {', '.join(sorted(metrics)) or 'no metrics'}"
+        )
 
     # -- training ------------------------------------------------------------------------------------
 
@@ -335,6 +245,12 @@ class TFKerasTrialController(TrialController):
             if self._last_validation_metrics:
                 epoch_logs.update(self._last_validation_metrics)
             self.callbacks.on_epoch_end(epoch, epoch_logs)
+        if getattr(self.model, "stop_training", False):  # a Keras callback (EarlyStopping, ...) asks to stop
+            self.model.stop_training = False
+            self.context.set_stop_requested(True)
+
+    def _unreported_batches(self) -> int:
+        return len(self._window)
 
     def _report_training_metrics(self) -> None:
         if not len(self._window):
@@ -343,17 +259,6 @@ class TFKerasTrialController(TrialController):
         self.core.train.report_training_metrics(self.steps_completed, averages, per_batch)
 
     # -- validation ----------------------------------------------------------------------------------
-
-    def _validate_and_maybe_checkpoint(self) -> None:
-        self._validate()
-        if self.steps_completed <= self._last_checkpoint:
-            return
-        policy = self._checkpoint_policy
-        best = self.core.train.last_validation_was_best
-        if self._size > 1:
-            best = self.context.distributed.broadcast(best)  # only the chief hears it from the master
-        if policy == "all" or (policy == "best" and best):
-            self._checkpoint()
 
     def _validate(self) -> Dict[str, Any]:
         # Validation must not shift the training RNG streams, so that where validations happen (or a
@@ -379,10 +284,7 @@ class TFKerasTrialController(TrialController):
         metrics = {VALIDATION_PREFIX + name: _number(name, value) for name, value in logs.items()}
         if any(not math.isfinite(v) for v in metrics.values()):
             logger.warning("validation metrics after %d batches are not finite: %s", self.steps_completed, metrics)
-        self._searcher_metric_value(metrics)
-        self.core.train.report_validation_metrics(self.steps_completed, metrics)
-        self._last_validation = self.steps_completed
-        self._last_validation_metrics = metrics
+        self._validated(metrics)
         return metrics
 
     # -- checkpoints ---------------------------------------------------------------------------------
@@ -401,11 +303,7 @@ class TFKerasTrialController(TrialController):
 
     def _checkpoint(self) -> None:
         if self._rank == 0:
-            metadata = {
-                "steps_completed": self.steps_completed,
-                "framework": _checkpoint.framework(),
-                "format": _checkpoint.FORMAT,
-            }
+            metadata = self._checkpoint_metadata(_checkpoint.framework(), _checkpoint.FORMAT)
             trial_state = {
                 "steps_completed": self.steps_completed,
                 "last_validation": self._last_validation,
@@ -436,12 +334,7 @@ class TFKerasTrialController(TrialController):
             _checkpoint.restore_weights(path, self.model)
             state = _checkpoint.read_trial_state(path)
             rng_state = _checkpoint.read_rng_state(path)
-        # The platform says where this trial stands: a warm start from another experiment's checkpoint
-        # begins at batch 0, a restart or a PBT clone at the batch of the checkpoint.
-        self.steps_completed = int(self.core.info.steps_completed)
-        self._last_checkpoint = self.steps_completed
-        own_checkpoint = int(state.get("steps_completed", -1)) == self.steps_completed
-        self._last_validation = state.get("last_validation") if own_checkpoint else None
+        own_checkpoint = self._resume_at_platform_steps(state)
         self.stream.seek(self.steps_completed)
         # Last: replaying a Sequence's epoch ends above must not leave the RNGs elsewhere than saved.
         if rng_state is not None and own_checkpoint:

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from determined import errors
-from determined._trial import TrialController
+from determined._trial_loop import BatchLoop
 from determined.pytorch import _checkpoint, _distributed, _trial
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import PyTorchTrialContext, _pick_device
@@ -66,15 +66,7 @@ def _check_loader(loader: Any, trial_name: str, method: str) -> DataLoader:
     )
 
 
-def _length_to_batches(length: Dict[str, int], global_batch_size: int, records_per_epoch: int) -> int:
-    try:
-        from determined.config import length_to_batches
-    except ImportError:
-        from determined.config.lengths import length_to_batches
-    return int(length_to_batches(length, global_batch_size, records_per_epoch))
-
-
-class PyTorchTrialController(TrialController):
+class PyTorchTrialController(BatchLoop):
     """Trains, validates and checkpoints a PyTorchTrial as the searcher operations of its core context ask.
 
     For each operation: train batch by batch up to `op.length` batches in total, report training metrics
@@ -85,6 +77,7 @@ class PyTorchTrialController(TrialController):
     """
 
     context: PyTorchTrialContext
+    _logger = logger
 
     def __init__(self, trial_class: Type[Any], context: PyTorchTrialContext) -> None:
         super().__init__(trial_class, context)
@@ -111,40 +104,20 @@ class PyTorchTrialController(TrialController):
 
         self._rank = context.distributed.rank
         self._size = context.distributed.size
-        self.steps_completed = 0
-        self._last_validation: Optional[int] = None
-        self._last_validation_metrics: Optional[Dict[str, Any]] = None
-        self._last_checkpoint = 0
         self._batches_since_report = TrainingMetrics()
         self._train_iterator: Optional[Iterator[Any]] = None
-        # When the ranks of a multi-slot trial next agree on stopping (see _should_stop).
+        # When the ranks of a multi-slot trial next agree on stopping (see _ranks_should_stop).
         self._next_stop_check = 0
         self._last_stop_check = (time.monotonic(), 0)
 
     # -- configuration -------------------------------------------------------------------------------
 
     def _read_config(self, config: Dict[str, Any]) -> None:
-        hparams = self.context.get_hparams()
-        gbs = hparams.get("global_batch_size", 0)
-        rpe = int(config.get("records_per_epoch") or 0)
-
-        def batches(key: str) -> int:
-            length = config.get(key) or {"batches": 0}
-            if isinstance(length, int):  # a 0.12-style value that skipped the config upgrade
-                return length
-            return _length_to_batches(length, gbs, rpe)
-
-        self._scheduling_unit = max(1, int(config.get("scheduling_unit") or 100))
-        self._min_validation_period = batches("min_validation_period")
-        self._min_checkpoint_period = batches("min_checkpoint_period")
-        self._checkpoint_policy = config.get("checkpoint_policy") or "best"
+        super()._read_config(config)
         if self._checkpoint_policy not in ("best", "all", "none"):
             raise errors.DeterminedError(
                 f"checkpoint_policy must be best, all or none, got {self._checkpoint_policy!r}"
             )
-        self._perform_initial_validation = bool(config.get("perform_initial_validation", False))
-        self._searcher_metric: Optional[str] = (config.get("searcher") or {}).get("metric")
-        self._average_training_metrics = bool((config.get("optimizations") or {}).get("average_training_metrics"))
 
     def _training_epoch_len(self) -> Optional[int]:
         try:
@@ -176,49 +149,14 @@ class PyTorchTrialController(TrialController):
         for model in self.context.models:
             model.train()
         try:
-            for op in self.core.searcher.operations():
-                if not self._run_operation(op):
-                    return
+            self._run_operations()
         finally:
             self._train_iterator = None
 
-    def _run_operation(self, op: Any) -> bool:
-        """Work through one searcher operation; False when the trial must stop (preempted or stop requested)."""
-        if self._perform_initial_validation and self.steps_completed == 0 and self._last_validation is None:
-            self._validate()
-        while self.steps_completed < op.length:
-            self._train_one_batch()
-            stop = self._should_stop()
-            done = self.steps_completed >= op.length
-            validation_due = self._validation_due()
-            checkpoint_due = self._checkpoint_due()
-            if stop or done or validation_due or checkpoint_due or len(self._batches_since_report) >= self._scheduling_unit:
-                self._report_training_metrics()
-            if stop:
-                return self._stop()
-            if validation_due and not done:
-                self._validate_and_maybe_checkpoint()
-            if not done and self._checkpoint_due():
-                self._checkpoint()
-            op.report_progress(self.steps_completed)
-        if self._last_validation != self.steps_completed or self._last_validation_metrics is None:
-            self._validate_and_maybe_checkpoint()
-        if self.steps_completed > self._last_checkpoint:
-            self._checkpoint()
-        metrics = self._last_validation_metrics or {}
-        op.report_completed(self._searcher_metric_value(metrics))
-        return True
-
-    def _should_stop(self) -> bool:
-        """Whether to checkpoint and stop after this batch: the master's preemption (the chief asks), or a
-        stop requested by the trial on any rank. Every rank gets the same answer, after the same batch.
-
-        With several slots the ranks agree on it about every STOP_CHECK_S seconds (at least every
-        scheduling_unit batches) rather than after every batch: the chief measures the pace of training
-        and tells the others after how many batches they check next.
-        """
-        if self._size == 1:
-            return self.core.preempt.should_preempt() or self.context.get_stop_requested()
+    def _ranks_should_stop(self) -> bool:
+        """The ranks agree on stopping about every STOP_CHECK_S seconds (at least every scheduling_unit
+        batches) rather than after every batch: the chief measures the pace of training and tells the
+        others after how many batches they check next."""
         if self.steps_completed < self._next_stop_check:
             return False
         now = time.monotonic()
@@ -232,40 +170,14 @@ class PyTorchTrialController(TrialController):
         decisions = self.context.distributed.allgather((preempt, self.context.get_stop_requested(), interval))
         self._last_stop_check = (now, self.steps_completed)
         self._next_stop_check = self.steps_completed + int(decisions[0][2])
-        if any(requested for _, requested, _ in decisions) and not self.context.get_stop_requested():
-            self.context.set_stop_requested(True)
-        return bool(decisions[0][0]) or self.context.get_stop_requested()
+        return self._agree_on_stop(decisions[0][0], (requested for _, requested, _ in decisions))
 
-    def _stop(self) -> bool:
-        if self.steps_completed > self._last_checkpoint:
-            self._checkpoint()
-        if self.context.get_stop_requested():
-            logger.info("the trial asked to stop after %d batches", self.steps_completed)
-            self.core.train.report_early_exit("USER_CANCELED")
-        else:
-            logger.info("preempted after %d batches; checkpointed, exiting", self.steps_completed)
-        return False
-
-    def _validation_due(self) -> bool:
-        period = self._min_validation_period
-        last = self._last_validation or 0
-        return period > 0 and self.steps_completed - last >= period
-
-    def _checkpoint_due(self) -> bool:
-        period = self._min_checkpoint_period
-        return period > 0 and self.steps_completed - self._last_checkpoint >= period
-
-    def _searcher_metric_value(self, metrics: Dict[str, Any]) -> Any:
-        name = self._searcher_metric
-        if name is None:
-            raise errors.DeterminedError("the experiment config has no searcher.metric to report to the searcher")
-        if name not in metrics:
-            raise errors.InvalidTrialError(
-                f"the validation metrics lack the searcher metric {name!r} (searcher.metric); the trial's "
-                f"validation returned: {', '.join(sorted(metrics)) or 'no metrics'}. Return {name!r} from "
-                f"{self._evaluate_method}() or change searcher.metric"
-            )
-        return metrics[name]
+    def _missing_searcher_metric(self, name: str, metrics: Dict[str, Any]) -> str:
+        return (
+            f"the validation metrics lack the searcher metric {name!r} (searcher.metric); the trial's "
+            f"validation returned: {', '.join(sorted(metrics)) or 'no metrics'}. Return {name!r} from "
+            f"{self._evaluate_method}() or change searcher.metric"
+        )
 
     # -- training ------------------------------------------------------------------------------------
 
@@ -313,6 +225,9 @@ class PyTorchTrialController(TrialController):
             context.step_optimizer(optimizer)
         return metrics
 
+    def _unreported_batches(self) -> int:
+        return len(self._batches_since_report)
+
     def _report_training_metrics(self) -> None:
         if not len(self._batches_since_report):
             return
@@ -328,14 +243,6 @@ class PyTorchTrialController(TrialController):
         self.core.train.report_training_metrics(self.steps_completed, averages, per_batch)
 
     # -- validation ----------------------------------------------------------------------------------
-
-    def _validate_and_maybe_checkpoint(self) -> None:
-        self._validate()
-        if self.steps_completed <= self._last_checkpoint:
-            return
-        policy = self._checkpoint_policy
-        if policy == "all" or (policy == "best" and self.core.train.last_validation_was_best):
-            self._checkpoint()
 
     @contextlib.contextmanager
     def _evaluation_mode(self) -> Iterator[None]:
@@ -361,13 +268,10 @@ class PyTorchTrialController(TrialController):
                 metrics = self._evaluate_batches()
             else:
                 metrics = self._evaluate_full_dataset()
-        self._searcher_metric_value(metrics)
-        self.core.train.report_validation_metrics(self.steps_completed, metrics)
+        self._validated(metrics)
         for callback in self.callbacks.values():
             callback.on_validation_end(metrics)
             callback.on_validation_step_end(metrics)
-        self._last_validation = self.steps_completed
-        self._last_validation_metrics = metrics
         return metrics
 
     def _evaluate_batches(self) -> Dict[str, Any]:
@@ -447,11 +351,7 @@ class PyTorchTrialController(TrialController):
 
     def _checkpoint(self) -> None:
         if self._rank == 0:
-            metadata = {
-                "steps_completed": self.steps_completed,
-                "framework": _checkpoint.framework(),
-                "format": _checkpoint.FORMAT,
-            }
+            metadata = self._checkpoint_metadata(_checkpoint.framework(), _checkpoint.FORMAT)
             with self.core.checkpoint.store_path(metadata) as (path, _uuid):
                 _checkpoint.write_checkpoint(path, self._state(), self._load_data())
         self._last_checkpoint = self.steps_completed
@@ -474,12 +374,7 @@ class PyTorchTrialController(TrialController):
             self.callbacks[name].load_state_dict(callback_state)
         if "rng_state" in state:
             _checkpoint.restore_rng_state(state["rng_state"], context.device)
-        # The platform says where this trial stands: a warm start from another experiment's checkpoint
-        # begins at batch 0, a restart or a PBT clone at the batch of the checkpoint.
-        self.steps_completed = int(self.core.info.steps_completed)
-        self._last_checkpoint = self.steps_completed
-        own_checkpoint = int(state.get("steps_completed", -1)) == self.steps_completed
-        self._last_validation = state.get("last_validation") if own_checkpoint else None
+        self._resume_at_platform_steps(state)
         logger.info("restored checkpoint %s at %d batches", uuid, self.steps_completed)
 
 

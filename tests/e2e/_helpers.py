@@ -48,7 +48,8 @@ def copy_example(tmp: pathlib.Path) -> pathlib.Path:
 
 
 def harness_pids(experiment_id: int) -> List[int]:
-    """Process ids of the trial processes of one experiment, found through /proc."""
+    """Process ids of the trial processes of one experiment of this test's data dir, found through /proc."""
+    data_dir = os.environ.get("DET_DATA_DIR")
     pids = []
     for entry in pathlib.Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -60,8 +61,11 @@ def harness_pids(experiment_id: int) -> List[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if f"DET_EXPERIMENT_ID={experiment_id}".encode() in environ:
-            pids.append(int(entry.name))
+        if f"DET_EXPERIMENT_ID={experiment_id}".encode() not in environ:
+            continue
+        if data_dir and f"DET_DATA_DIR={data_dir}".encode() not in environ:
+            continue  # another test run's trial (e.g. a second checkout running its own suite)
+        pids.append(int(entry.name))
     return pids
 
 
