@@ -26,10 +26,10 @@ install-dev: $(STAMP_DEV)
 demo: $(STAMP_RUN)
 	$(BIN)/det experiment create examples/digits_pytorch/random.yaml examples/digits_pytorch
 
-## test: the whole suite on SQLite, then the master and server tests again on PostgreSQL
+## test: the whole suite on SQLite, then the master, client SDK and server tests again on PostgreSQL
 test: $(STAMP_DEV)
 	$(BIN)/python -m pytest -q
-	DET_TEST_DB=postgres $(BIN)/python -m pytest -q -p tests._postgres tests/master tests/server
+	DET_TEST_DB=postgres $(BIN)/python -m pytest -q -p tests._postgres tests/master tests/client tests/server
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/pytorch_overhead.py

@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import socket
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from determined import core, errors
 from determined.core._distributed import collective_timeout
@@ -63,12 +63,11 @@ def tf_config(distributed: core.DistributedContext) -> Dict[str, Any]:
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": distributed.rank}}
 
 
-def multi_worker_strategy(distributed: core.DistributedContext) -> Any:
-    """This process's MultiWorkerMirroredStrategy over the ranks of `distributed` (created on the first call,
-    before any other TensorFlow work, by every rank at once). Collectives give up after
-    DET_COLLECTIVE_TIMEOUT_S seconds, so a rank whose peer hangs fails instead of waiting for ever."""
+def _join_cluster(distributed: core.DistributedContext, kind: str, create: Callable[[Dict[str, Any]], Any]) -> Any:
+    """The strategy of this process: made once by `create(tf_config)`, by every rank at once, before any other
+    TensorFlow work (TensorFlow allows one cluster per process); later calls of the same kind get it back."""
     global _strategy, _strategy_ranks
-    ranks = (distributed.rank, distributed.size, "v2")
+    ranks = (distributed.rank, distributed.size, kind)
     if _strategy is not None:
         if _strategy_ranks != ranks:
             raise errors.DeterminedError(
@@ -76,25 +75,36 @@ def multi_worker_strategy(distributed: core.DistributedContext) -> Any:
                 f"as {ranks}"
             )
         return _strategy
-    import tensorflow as tf
     from tensorflow.python.eager import context as tf_context
 
     config = tf_config(distributed)
     if tf_context.context()._context_handle is not None:
         raise errors.DeterminedError(
-            "TensorFlow already ran operations in this process before the trial's MultiWorkerMirroredStrategy "
-            "was created, so it cannot join the trial's TensorFlow cluster: do not run TensorFlow code when "
-            "the model definition is imported (move it into the trial's __init__ or build_model)"
+            "TensorFlow already ran operations in this process before the trial's distribution strategy was "
+            "created, so it cannot join the trial's TensorFlow cluster: do not run TensorFlow code when the "
+            "model definition is imported (move it into the trial's __init__, build_model or build_estimator)"
         )
-    os.environ["TF_CONFIG"] = json.dumps(config)
-    options = tf.distribute.experimental.CommunicationOptions(
-        implementation=tf.distribute.experimental.CommunicationImplementation.RING,
-        timeout_seconds=collective_timeout(),
-    )
-    _strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    _strategy = create(config)
     _strategy_ranks = ranks
     logger.info("rank %d of %d joined the TensorFlow cluster %s", ranks[0], ranks[1], config["cluster"]["worker"])
     return _strategy
+
+
+def multi_worker_strategy(distributed: core.DistributedContext) -> Any:
+    """This process's MultiWorkerMirroredStrategy over the ranks of `distributed` (created on the first call,
+    before any other TensorFlow work, by every rank at once). Collectives give up after
+    DET_COLLECTIVE_TIMEOUT_S seconds, so a rank whose peer hangs fails instead of waiting for ever."""
+    import tensorflow as tf
+
+    def create(config: Dict[str, Any]) -> Any:
+        os.environ["TF_CONFIG"] = json.dumps(config)
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING,
+            timeout_seconds=collective_timeout(),
+        )
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+    return _join_cluster(distributed, "v2", create)
 
 
 def current_strategy() -> Any:
@@ -108,33 +118,18 @@ def collective_strategy_v1(distributed: core.DistributedContext) -> Any:
     through TF_CONFIG (with TF_CONFIG, Estimator.train() refuses it: it wants its distribute
     coordinator). Created on the first call, before any other TensorFlow work, by every rank at once.
     `session_target(strategy)` is the gRPC address the Estimator's training sessions must use."""
-    global _strategy, _strategy_ranks
-    ranks = (distributed.rank, distributed.size, "v1")
-    if _strategy is not None:
-        if _strategy_ranks != ranks:
-            raise errors.DeterminedError(
-                f"this process already joined a TensorFlow cluster ({_strategy_ranks}); it cannot join another "
-                f"as {ranks}"
-            )
-        return _strategy
     import tensorflow as tf
-    from tensorflow.python.eager import context as tf_context
 
-    config = tf_config(distributed)
-    if tf_context.context()._context_handle is not None:
-        raise errors.DeterminedError(
-            "TensorFlow already ran operations in this process before the trial's distribution strategy was "
-            "created, so it cannot join the trial's TensorFlow cluster: do not run TensorFlow code when the "
-            "model definition is imported (move it into the trial's methods)"
+    def create(config: Dict[str, Any]) -> Any:
+        workers = config["cluster"]["worker"]
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec(config["cluster"]), task_type="worker", task_id=distributed.rank, rpc_layer="grpc"
         )
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec(config["cluster"]), task_type="worker", task_id=distributed.rank, rpc_layer="grpc"
-    )
-    _strategy = tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
-    _strategy._det_session_target = "grpc://" + config["cluster"]["worker"][distributed.rank]
-    _strategy_ranks = ranks
-    logger.info("rank %d of %d joined the TensorFlow cluster %s", ranks[0], ranks[1], config["cluster"]["worker"])
-    return _strategy
+        strategy = tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+        strategy._det_session_target = "grpc://" + workers[distributed.rank]
+        return strategy
+
+    return _join_cluster(distributed, "v1", create)
 
 
 def session_target(strategy: Any) -> str:
