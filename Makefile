@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load clean
+.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load bench-bookkeeping clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,10 +26,10 @@ install-dev: $(STAMP_DEV)
 demo: $(STAMP_RUN)
 	$(BIN)/det experiment create examples/digits_pytorch/random.yaml examples/digits_pytorch
 
-## test: the whole suite on SQLite, then the master, client SDK and server tests again on PostgreSQL
+## test: the whole suite on SQLite, then the master, client SDK, server and auth tests again on PostgreSQL
 test: $(STAMP_DEV)
 	$(BIN)/python -m pytest -q
-	DET_TEST_DB=postgres $(BIN)/python -m pytest -q -p tests._postgres tests/master tests/client tests/server
+	DET_TEST_DB=postgres $(BIN)/python -m pytest -q -p tests._postgres tests/master tests/client tests/server tests/auth
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/pytorch_overhead.py
@@ -46,6 +46,10 @@ bench-ddp: $(STAMP_DEV)
 
 bench-load: $(STAMP_DEV)
 	$(BIN)/python benchmarks/master_load.py
+
+bench-bookkeeping: $(STAMP_DEV)
+	$(BIN)/python -m pip install -q -r benchmarks/requirements-bookkeeping.txt
+	$(BIN)/python benchmarks/bookkeeping.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

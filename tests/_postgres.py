@@ -8,6 +8,9 @@ As a pytest plugin (`pytest -p tests._postgres`, or through tests/master/conftes
 * `postgres_server`: one server for the session; `postgres_db_url`: a fresh database on it per test;
 * with `DET_TEST_DB=postgres`, every master of the run uses PostgreSQL: each data dir gets its own fresh
   database (a data dir that already holds a SQLite `determined.db` keeps it), so the same tests run on both.
+  `det` processes a test starts cannot see this process's patch: `database_url_for_subprocesses(data_dir)`
+  gives the URL of a data dir's database, which tests/conftest.py exports as DET_DB_URL for the test's own
+  data dir (in this process that exported value is ignored: each data dir keeps its own database).
 """
 import contextlib
 import glob
@@ -22,7 +25,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Set
 
 import pytest
 
@@ -177,11 +180,46 @@ def _database_of_data_dir(data_dir: "str | pathlib.Path") -> str:
     return shared_server().create_database(f"det_{digest}")
 
 
+_active = False
+_exported_urls: Set[str] = set()
+
+
 def use_postgres_for_every_master() -> None:
-    """Masters without an explicit database use one PostgreSQL database per data dir (in this process)."""
+    """Masters without an explicit database use one PostgreSQL database per data dir (in this process).
+
+    A DET_DB_URL that `database_url_for_subprocesses` exported is meant for `det` processes started on that
+    data dir; in this process it is ignored, so a master on another data dir still gets its own database.
+    """
+    global _active
     from determined.master.db import engine
 
     engine.default_db_url = _database_of_data_dir  # type: ignore[assignment]
+    if not getattr(engine.resolve_db_url, "_det_test_postgres", False):  # pytest_configure may run twice
+        resolve = engine.resolve_db_url
+
+        def resolve_ignoring_exported(data_dir: "str | pathlib.Path", db_url: Optional[str] = None) -> str:
+            if not db_url and is_exported(os.environ.get("DET_DB_URL")):
+                db_url = _database_of_data_dir(data_dir)
+            return resolve(data_dir, db_url)
+
+        resolve_ignoring_exported._det_test_postgres = True  # type: ignore[attr-defined]
+        engine.resolve_db_url = resolve_ignoring_exported  # type: ignore[assignment]
+    _active = True
+
+
+def is_exported(url: Optional[str]) -> bool:
+    """Whether `url` is a DET_DB_URL that `database_url_for_subprocesses` gave (not one a test chose)."""
+    return url in _exported_urls
+
+
+def database_url_for_subprocesses(data_dir: "str | pathlib.Path") -> Optional[str]:
+    """With the masters on PostgreSQL, the URL of `data_dir`'s database for the processes a test starts
+    (export it as DET_DB_URL); None when this run's masters use SQLite."""
+    if not _active:
+        return None
+    url = _database_of_data_dir(data_dir)
+    _exported_urls.add(url)
+    return url
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -2,6 +2,8 @@ import pathlib
 
 import pytest
 
+from tests import _postgres
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -14,4 +16,8 @@ def det_data_dir(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pat
     for var in ("DET_MASTER", "DET_MASTER_ADDR", "DET_TRIAL_ID", "DET_SESSION_TOKEN", "DET_USER", "DET_TOKEN_LIFETIME",
                 "DET_DB_URL"):
         monkeypatch.delenv(var, raising=False)
+    # Under DET_TEST_DB=postgres the `det` processes a test starts use the same database as its in-process masters.
+    db_url = _postgres.database_url_for_subprocesses(path)
+    if db_url:
+        monkeypatch.setenv("DET_DB_URL", db_url)
     return path

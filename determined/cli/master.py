@@ -10,7 +10,8 @@ from typing import Any, Dict
 from determined import common, errors
 
 DEFAULT_PORT = 8080
-_CONFIG_KEYS = ("host", "port", "db", "data_dir", "cpu_slots", "preemption_timeout")
+_CONFIG_KEYS = ("host", "port", "db", "data_dir", "cpu_slots", "preemption_timeout", "resource_manager", "ray_address",
+                "ray_slot_type", "ray_cpus_per_slot")
 
 
 def _load_config_file(path: str) -> Dict[str, Any]:
@@ -35,7 +36,8 @@ def _load_config_file(path: str) -> Dict[str, Any]:
 def _settings(args: argparse.Namespace) -> Dict[str, Any]:
     """Command-line options over the config file over the defaults."""
     settings: Dict[str, Any] = {"host": "127.0.0.1", "port": DEFAULT_PORT, "db": None, "data_dir": None,
-                                "cpu_slots": None, "preemption_timeout": None}
+                                "cpu_slots": None, "preemption_timeout": None, "resource_manager": "local",
+                                "ray_address": None, "ray_slot_type": None, "ray_cpus_per_slot": None}
     if args.config:
         settings.update(_load_config_file(args.config))
     for key in _CONFIG_KEYS:
@@ -53,7 +55,39 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
     timeout = settings["preemption_timeout"]
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise errors.DeterminedError(f"--preemption-timeout must be a positive number of seconds, not {timeout!r}")
+    _check_ray_settings(settings)
     return settings
+
+
+def _check_ray_settings(settings: Dict[str, Any]) -> None:
+    kind = settings["resource_manager"]
+    if kind not in ("local", "ray"):
+        raise errors.DeterminedError(f"--resource-manager: expected local or ray, not {kind!r}")
+    ray_options = [k for k in ("ray_address", "ray_slot_type", "ray_cpus_per_slot") if settings[k] is not None]
+    if kind == "local" and ray_options:
+        raise errors.DeterminedError(f"{', '.join('--' + k.replace('_', '-') for k in ray_options)} need(s) "
+                                     "--resource-manager ray")
+    if kind == "ray" and settings["cpu_slots"] is not None:
+        raise errors.DeterminedError("--cpu-slots is for the local resource manager; with --resource-manager ray "
+                                     "the slots are the Ray cluster's (see --ray-slot-type, --ray-cpus-per-slot)")
+    if settings["ray_slot_type"] not in (None, "cpu", "gpu"):
+        raise errors.DeterminedError(f"--ray-slot-type: expected cpu or gpu, not {settings['ray_slot_type']!r}")
+    cpus = settings["ray_cpus_per_slot"]
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus <= 0):
+        raise errors.DeterminedError(f"--ray-cpus-per-slot must be a positive number of CPUs, not {cpus!r}")
+    if settings["ray_address"] is not None and not isinstance(settings["ray_address"], str):
+        raise errors.DeterminedError(f"ray_address: expected HOST:PORT, not {settings['ray_address']!r}")
+
+
+def _ray_resource_manager(settings: Dict[str, Any], data_dir: pathlib.Path) -> Any:
+    """Connect to the Ray cluster (a clear error when it cannot) and return the master's RM factory."""
+    from determined.master.rm import ray as ray_rm
+
+    address = ray_rm.connect(settings["ray_address"], ray_rm.namespace_for(data_dir))
+    trial_host = ray_rm.trial_master_host(str(settings["host"]))
+    print(f"Connected to the Ray cluster at {address}", flush=True)
+    return ray_rm.make_factory(slot_type=settings["ray_slot_type"], cpus_per_slot=settings["ray_cpus_per_slot"] or 1,
+                               trial_host=trial_host)
 
 
 def _printable_db(url: str) -> str:
@@ -77,6 +111,7 @@ def up(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise errors.DeterminedError(str(e)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    resource_manager = _ray_resource_manager(settings, data_dir) if settings["resource_manager"] == "ray" else None
 
     stop_requested = threading.Event()
 
@@ -87,7 +122,8 @@ def up(args: argparse.Namespace) -> int:
     try:
         try:
             master = embedded.start(data_dir, db_url=db_url, slots=slots, host=settings["host"], port=settings["port"],
-                                    preemption_timeout=settings["preemption_timeout"], warn_blank_passwords=True)
+                                    preemption_timeout=settings["preemption_timeout"], warn_blank_passwords=True,
+                                    resource_manager=resource_manager)
         except Exception as e:  # the database cannot be reached, and the like: a clear line, not a traceback
             if isinstance(e, errors.DeterminedError):
                 raise
@@ -95,7 +131,7 @@ def up(args: argparse.Namespace) -> int:
         total = master.master.total_slots()
         print(f"Master serving at {master.url} (API docs at {master.url}/docs)", flush=True)
         print(f"  data dir: {master.data_dir}\n  database: {_printable_db(master.master.db_url)}\n"
-              f"  slots: {total} {master.master.rm.slots.kind if master.master.rm else ''}".rstrip(), flush=True)
+              f"  slots: {_describe_slots(master.master.rm, total)}", flush=True)
         print(f"Use it from other shells with: export DET_MASTER={master.url}", flush=True)
         print("Stop with Ctrl-C or SIGTERM: running trials checkpoint first and resume at the next `det master up`.",
               flush=True)
@@ -112,6 +148,13 @@ def up(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
+def _describe_slots(rm: Any, total: Any) -> str:
+    describe = getattr(rm, "describe", None)
+    if describe is not None:
+        return str(describe())
+    return f"{total} {rm.slots.kind if rm is not None else ''}".rstrip()
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("master", help="run the master as a server")
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
@@ -126,6 +169,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="number of CPU slots when the machine has no GPU (default: $DET_CPU_SLOTS, else the CPU count)")
     u.add_argument("--preemption-timeout", dest="preemption_timeout", type=float, default=None, metavar="SECONDS",
                    help="how long trials get to checkpoint when asked to stop before they are killed (default 60)")
+    u.add_argument("--resource-manager", dest="resource_manager", choices=("local", "ray"), default=None,
+                   help="where trials run: local (this machine, the default) or ray (a Ray cluster)")
+    u.add_argument("--ray-address", dest="ray_address", default=None, metavar="HOST:PORT",
+                   help="the Ray cluster's head (GCS) address (default: $RAY_ADDRESS, else auto: the cluster "
+                        "started on this machine)")
+    u.add_argument("--ray-slot-type", dest="ray_slot_type", choices=("cpu", "gpu"), default=None,
+                   help="a slot is one GPU or a number of CPUs (default: gpu when the cluster has GPUs)")
+    u.add_argument("--ray-cpus-per-slot", dest="ray_cpus_per_slot", type=float, default=None, metavar="N",
+                   help="CPUs of each slot (a GPU slot also takes them; default 1)")
     u.add_argument("--config", default=None, metavar="master.yaml",
                    help=f"YAML file with any of {', '.join(_CONFIG_KEYS)} (options given here win)")
     u.set_defaults(func=up)

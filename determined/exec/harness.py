@@ -19,9 +19,11 @@ import tempfile
 import traceback
 from typing import Any, Dict, List, Optional
 
+import httpx
+
 from determined import core, errors
 from determined.common import data_dir
-from determined.common.api import Session
+from determined.common.api import Session, make_url
 from determined.core._context import MASTER_RETRIES
 from determined.exec._model_def import extract_model_def
 
@@ -30,6 +32,12 @@ logger = logging.getLogger("determined.harness")
 EXIT_OK = 0
 EXIT_USER_ERROR = 1
 EXIT_MASTER_UNREACHABLE = 3
+SESSION_TIMEOUT_S = 60.0
+
+
+def make_http_client() -> httpx.Client:
+    """The HTTP client of the harness's session, before the master's URL is known (`main(client=...)`)."""
+    return httpx.Client(timeout=SESSION_TIMEOUT_S)
 
 
 def _setup_logging() -> None:
@@ -121,7 +129,9 @@ def _report_unrecoverable(session: Session, trial_id: int) -> None:
         logger.warning("could not report the early exit: %s", e)
 
 
-def main() -> int:
+def main(client: Optional[httpx.Client] = None) -> int:
+    """Run the trial of this process's environment; `client` (from `make_http_client`) is the session's HTTP
+    client, built in advance by a prestarted process (determined.exec.prestart)."""
     _setup_logging()
     try:
         master = _required_env("DET_MASTER")
@@ -129,7 +139,9 @@ def main() -> int:
     except (errors.DeterminedError, ValueError) as e:
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
-    session = Session(master, os.environ.get("DET_SESSION_TOKEN") or None, retries=MASTER_RETRIES)
+    if client is not None:
+        client.base_url = httpx.URL(make_url(master))
+    session = Session(master, os.environ.get("DET_SESSION_TOKEN") or None, retries=MASTER_RETRIES, client=client)
     try:
         _run(session, trial_id)
     except errors.MasterNotFoundError as e:

@@ -15,6 +15,7 @@ from determined.master.api import api_router, checkpoints, cluster, insights, mo
 from determined.master.api import users as users_api
 from determined.master.master import Master
 from determined.master.rm import Slots
+from determined.master.rm.base import ResourceManagerFactory
 
 logger = logging.getLogger("determined.master")
 
@@ -29,6 +30,7 @@ def create_app(
     trial_command: Optional[Sequence[str]] = None,
     preemption_timeout: Optional[float] = None,
     warn_blank_passwords: bool = False,
+    resource_manager: Optional[ResourceManagerFactory] = None,
 ) -> FastAPI:
     """The REST API over the data dir's database (migrated on creation).
 
@@ -42,7 +44,7 @@ def create_app(
     if preemption_timeout is not None:
         kwargs["preemption_timeout"] = preemption_timeout
     master = Master(data_dir, db_url, run_scheduler=run_scheduler, url=url, slots=slots,
-                    trial_command=trial_command, **kwargs)
+                    trial_command=trial_command, resource_manager=resource_manager, **kwargs)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -17,6 +17,7 @@ from determined.common.api import Session
 from determined.master.app import create_app
 from determined.master.master import Master
 from determined.master.rm import Slots
+from determined.master.rm.base import ResourceManagerFactory
 
 logger = logging.getLogger("determined.master")
 
@@ -156,6 +157,8 @@ def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: a response written in two parts must not wait 40 ms for a delayed ACK.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as e:
@@ -185,10 +188,12 @@ def start(
     host: str = "127.0.0.1",
     port: int = 0,
     warn_blank_passwords: bool = False,
+    resource_manager: Optional[ResourceManagerFactory] = None,
 ) -> EmbeddedMaster:
     """Start a master for `data_dir` in this process: migrations, API on `host`:`port` (0: a free port), scheduler.
 
-    Experiments left ACTIVE in the database resume. `trial_command` replaces the harness (tests only).
+    Experiments left ACTIVE in the database resume. `trial_command` replaces the harness (tests only);
+    `resource_manager` builds the resource manager from (work root, log sink) (default: the local one).
     """
     root = pathlib.Path(data_dir).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -198,7 +203,8 @@ def start(
         sock = _listen(host, port)
         url = f"http://{_reachable_host(host)}:{sock.getsockname()[1]}"
         app = create_app(root, db_url, run_scheduler=True, url=url, slots=slots, trial_command=trial_command,
-                         preemption_timeout=preemption_timeout, warn_blank_passwords=warn_blank_passwords)
+                         preemption_timeout=preemption_timeout, warn_blank_passwords=warn_blank_passwords,
+                         resource_manager=resource_manager)
         master: Master = app.state.master
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)

@@ -271,11 +271,13 @@ def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
     ckpt = latest_own_checkpoint(s, trial.id)
     steps = ckpt.steps_completed if ckpt is not None else start_steps(s, trial)
     s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id, TrainingMetrics.steps_completed > steps))
-    s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id, ValidationMetrics.steps_completed > steps))
+    removed = s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id,
+                                                        ValidationMetrics.steps_completed > steps)).rowcount
     trial.total_batches = steps
     trial.latest_checkpoint_uuid = ckpt.uuid if ckpt is not None else None
     s.flush()
-    recompute_best(s, exp)
+    if removed:  # the best validations change only when validations are deleted
+        recompute_best(s, exp)
 
 
 def recompute_best(s: Session, exp: Experiment) -> None:

@@ -19,6 +19,7 @@ from determined.master import gc as checkpoint_gc
 from determined.master.db import Experiment, Trial, engine as db_engine
 from determined.master.logs import LogWriter
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
+from determined.master.rm.base import ResourceManager, ResourceManagerFactory
 
 logger = logging.getLogger("determined.master")
 
@@ -106,6 +107,7 @@ class Master:
 
     Every change to experiment/trial state happens under `lock` inside `write()`; reads use `read()`.
     `trial_command` replaces the harness command for tests (see LocalResourceManager).
+    `resource_manager` builds another resource manager from (work root, log sink); default: the local one.
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class Master:
         trial_command: Optional[Sequence[str]] = None,
         preemption_timeout: float = DEFAULT_PREEMPTION_TIMEOUT,
         poll_interval: float = 0.2,
+        resource_manager: Optional[ResourceManagerFactory] = None,
     ) -> None:
         self.data_dir = pathlib.Path(data_dir).expanduser().resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -142,13 +145,16 @@ class Master:
         self.run_scheduler = run_scheduler
         self.preemption_timeout = preemption_timeout
         self.poll_interval = poll_interval
-        self.rm: Optional[LocalResourceManager] = None
+        self.rm: Optional[ResourceManager] = None
         self.log_writer: Optional[LogWriter] = None
         if run_scheduler:
             self.log_writer = LogWriter(self._writes)
-            self.rm = LocalResourceManager(str(self.data_dir / "work"), self.log_writer.add,
-                                           slots=slots if slots is not None else detect_slots(),
-                                           trial_command=trial_command)
+            if resource_manager is not None:  # e.g. the Ray resource manager (rm/ray.py)
+                self.rm = resource_manager(str(self.data_dir / "work"), self.log_writer.add)
+            else:
+                self.rm = LocalResourceManager(str(self.data_dir / "work"), self.log_writer.add,
+                                               slots=slots if slots is not None else detect_slots(),
+                                               trial_command=trial_command)
         self._wake = threading.Event()
         self._stop_requested = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -233,6 +239,8 @@ class Master:
     def _run(self) -> None:
         # Trial processes are started from this thread (PR_SET_PDEATHSIG follows the thread that forked
         # them), so it lives until they are all gone.
+        if hasattr(self.rm, "exit_listener"):  # a run that ends is reaped at once, not at the next poll
+            self.rm.exit_listener = self.wake
         while not self._stop_requested.is_set():
             try:
                 self.tick()
@@ -251,7 +259,8 @@ class Master:
     def tick(self) -> None:
         assert self.rm is not None
         self._reap()
-        with self.write() as s:
+        # Only reads: no write transaction (and no master lock) for a tick that has nothing to change.
+        with self.read() as s:
             running = list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None))))
             for trial in running:
                 if trial.state == states.STOPPING_KILLED:
@@ -279,14 +288,13 @@ class Master:
         assert self.rm is not None and self.url is not None
         free = self.rm.free_slots()
         launches = []
-        with self.write() as s:
-            for trial in scheduler.pick_trials(s, free) if free > 0 else []:
-                exp = s.get(Experiment, trial.experiment_id)
-                assert exp is not None
-                allocation_id, token = allocations.start_allocation(s, trial)
-                launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp)))
-            for trial in scheduler.release_idle_trials(s):
-                logger.info("trial %s: waiting for the search method; its slot goes to a trial with work", trial.id)
+        if free > 0:
+            with self.write() as s:
+                for trial in scheduler.pick_trials(s, free):
+                    exp = s.get(Experiment, trial.experiment_id)
+                    assert exp is not None
+                    allocation_id, token = allocations.start_allocation(s, trial)
+                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp)))
         for trial_id, exp_id, allocation_id, token, slots in launches:
             try:
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
@@ -295,6 +303,10 @@ class Master:
                 logger.error("trial %s: could not start its process: %s", trial_id, e)
                 with self.write() as s:
                     allocations.process_exited(s, trial_id, allocation_id, 127)
+        # After the launches, so that a trial waiting for a slot does not also wait for this query.
+        with self.write() as s:
+            for trial in scheduler.release_idle_trials(s):
+                logger.info("trial %s: waiting for the search method; its slot goes to a trial with work", trial.id)
 
     def _drain(self) -> None:
         """Master shutdown: preempt every run, wait for them to checkpoint and exit, then kill leftovers."""

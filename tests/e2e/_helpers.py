@@ -1,5 +1,4 @@
 """Helpers for end-to-end tests that drive the real `det` command and real trial processes."""
-import json
 import os
 import pathlib
 import shutil
@@ -10,14 +9,22 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from tests import _postgres
+from tests.client import _cli as in_process
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "digits_pytorch"
 
 
 def det(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess:
+    """A real `det` process. Under DET_TEST_DB=postgres it gets the database of the data dir it runs on."""
+    full_env = {**os.environ, **(env or {})}
+    data_dir = full_env.get("DET_DATA_DIR")
+    if data_dir and "DET_DB_URL" not in (env or {}) and _postgres.is_exported(full_env.get("DET_DB_URL")):
+        full_env["DET_DB_URL"] = _postgres.database_url_for_subprocesses(data_dir) or ""
     proc = subprocess.run(
         [sys.executable, "-m", "determined", *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        capture_output=True, text=True, timeout=timeout, env=full_env,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"det {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -25,7 +32,9 @@ def det(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 300, 
 
 
 def det_json(*args: str) -> Any:
-    return json.loads(det(*args, "--json", check=True).stdout)
+    """`det ARGS --json`, parsed. Run in this process (the real CLI code, see tests/client/_cli.py): the reads
+    after an experiment need no new Python start each; `det(...)` runs a real `det` process."""
+    return in_process.det_json(*args)
 
 
 def small_config(tmp: pathlib.Path, name: str = "random.yaml", **overrides: Any) -> pathlib.Path:

@@ -6,6 +6,7 @@ from sqlalchemy import select
 
 from determined.master.api._deps import master_of
 from determined.master.db import Experiment, Trial
+from determined.master.rm.base import describe_run
 from determined.master.scheduler import slots_per_trial
 
 router = APIRouter()
@@ -14,6 +15,9 @@ router = APIRouter()
 @router.get("/cluster/slots")
 def cluster_slots(request: Request) -> Dict[str, Any]:
     """`{"total", "kind", "used", "allocations": [{allocation_id, trial_id, experiment_id, owner, slots, ...}]}`.
+
+    Each allocation has `slot_ids`, `pid` (null when the process is on another machine, e.g. a Ray node) and
+    `nodes` (the IPs of the Ray nodes of its ranks; empty for the local resource manager).
 
     `total` and `kind` are null when no scheduler runs (a master opened in-process only to read); the runs
     then come from the database alone, and `slots` is the slot count the trial asks for.
@@ -27,7 +31,8 @@ def cluster_slots(request: Request) -> Dict[str, Any]:
                          .where(Trial.allocation_id.is_not(None)).order_by(Trial.id))
         for trial, exp in rows:
             proc = processes.get(str(trial.allocation_id))
-            slot_ids = list(proc.slots) if proc is not None else []
+            run = describe_run(proc) if proc is not None else {"slot_ids": [], "pid": None, "nodes": []}
+            slot_ids = run["slot_ids"]
             allocations.append({
                 "allocation_id": trial.allocation_id,
                 "trial_id": trial.id,
@@ -38,7 +43,8 @@ def cluster_slots(request: Request) -> Dict[str, Any]:
                 "experiment_state": exp.state,
                 "slots": len(slot_ids) if proc is not None else slots_per_trial(exp),
                 "slot_ids": slot_ids,
-                "pid": proc.popen.pid if proc is not None else None,
+                "pid": run["pid"],
+                "nodes": run["nodes"],
             })
     used = sum(a["slots"] for a in allocations)
     return {

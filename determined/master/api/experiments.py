@@ -23,8 +23,13 @@ def create_experiment(request: Request, body: Dict[str, Any] = Body(...)) -> Dic
             raise RequestProblem(400, "the request needs a config", ["config: required (the experiment config as an object)"])
         config = actions.canonical_config(body["config"], str(master.data_dir))
         model_def = decode_model_def(body.get("model_definition"), config.get("entrypoint"))
+        check = getattr(master.rm, "check_experiment", None)  # a resource manager's own checks (Ray: rm/ray.py)
         total = master.total_slots()
-        if total is not None and slots_per_trial_from(config) > total:
+        if check is not None:
+            problems = check(config)
+            if problems:
+                raise RequestProblem(400, "this experiment cannot run on the master's cluster", problems)
+        elif total is not None and slots_per_trial_from(config) > total:
             raise RequestProblem(400, "invalid experiment config", [
                 f"resources.slots_per_trial: {slots_per_trial_from(config)} slots per trial, but this master has only "
                 f"{total} slot(s); lower slots_per_trial (CPU slots can be raised with DET_CPU_SLOTS)"])

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
+from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
 from determined.master.rm.slots import Slots, detect_slots
 
 logger = logging.getLogger("determined.master")
@@ -23,6 +24,10 @@ LAUNCH_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.launch
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "DET_CROSS_RANK",
                    "DET_CROSS_SIZE", "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_CHIEF_PORT")
 _PR_SET_PDEATHSIG = 1
+# How many prestarted harness processes wait for the next 1-slot trial (default: one per slot, at most
+# MAX_PRESTART); 0 turns prestarting off.
+PRESTART_ENV = "DET_HARNESS_PRESTART"
+MAX_PRESTART = 4
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -54,6 +59,12 @@ class LocalResourceManager:
 
     `trial_command` replaces `python -m determined.exec.harness` as the program a trial runs; it exists for
     tests of the master that use a small fake trial program instead of the real harness.
+
+    A 1-slot run of the harness starts in a prestarted process (`determined.exec.prestart`) when one is idle:
+    Python has started and imported the harness while earlier trials ran. `prestart` (default: the
+    DET_HARNESS_PRESTART variable, else one per slot up to MAX_PRESTART) is how many wait; 0 turns it off.
+    `exit_listener` is called, from a watcher thread, as soon as a run's process ends, so that the caller
+    can reap it without waiting for its next poll.
     """
 
     def __init__(
@@ -63,6 +74,7 @@ class LocalResourceManager:
         *,
         slots: Optional[Slots] = None,
         trial_command: Optional[Sequence[str]] = None,
+        prestart: Optional[int] = None,
     ) -> None:
         self.work_root = work_root
         self.log_sink = log_sink
@@ -70,6 +82,12 @@ class LocalResourceManager:
         self.trial_command = list(trial_command) if trial_command else list(DEFAULT_TRIAL_COMMAND)
         self._processes: Dict[str, TrialProcess] = {}
         self._used: set = set()
+        self.exit_listener: Optional[Callable[[], None]] = None
+        self._pool: Optional[PrestartPool] = None
+        size = _prestart_size(prestart, self.slots.total)
+        if size > 0 and self.trial_command == list(HARNESS_COMMAND):
+            self._pool = PrestartPool(size, work_root, env=_trial_base_env,
+                                      preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
 
     # ------------------------------------------------------------ capacity
 
@@ -100,7 +118,7 @@ class LocalResourceManager:
         chosen = free[:slots_needed]
         work_dir = os.path.join(self.work_root, allocation_id)
         os.makedirs(work_dir, exist_ok=True)
-        env = dict(os.environ)
+        env = _trial_base_env()
         cores = os.cpu_count() or 1
         if self.slots.kind == "gpu":
             visible = ",".join(self.slots.gpus[i] for i in chosen)
@@ -116,27 +134,38 @@ class LocalResourceManager:
             "DET_SESSION_TOKEN": token,
             "CUDA_VISIBLE_DEVICES": visible,
             "OMP_NUM_THREADS": str(threads),
-            "PYTHONUNBUFFERED": "1",
         })
-        for name in _RANK_VARIABLES:  # a master started by a launcher must not pass its own rank on
-            env.pop(name, None)
-        popen = subprocess.Popen(
-            self.command_for(slots_needed),
-            cwd=work_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
+        popen = self._pool.take(env, work_dir) if self._pool is not None and slots_needed == 1 else None
+        prestarted = popen is not None
+        if popen is None:
+            popen = subprocess.Popen(
+                self.command_for(slots_needed),
+                cwd=work_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
         readers = [self._reader(trial_id, "stdout", popen.stdout), self._reader(trial_id, "stderr", popen.stderr)]
+        self._watch(trial_id, popen)
         proc = TrialProcess(trial_id, allocation_id, popen, chosen, work_dir, readers)
         self._processes[allocation_id] = proc
         self._used.update(chosen)
-        logger.info("trial %s: started run %s (pid %s) on %s slot(s) %s", trial_id, allocation_id, popen.pid,
-                    self.slots.kind, chosen)
+        logger.info("trial %s: started run %s (pid %s%s) on %s slot(s) %s", trial_id, allocation_id, popen.pid,
+                    ", prestarted" if prestarted else "", self.slots.kind, chosen)
         return proc
+
+    def _watch(self, trial_id: int, popen: "subprocess.Popen[bytes]") -> None:
+        """Tell `exit_listener` when the process ends."""
+        def wait() -> None:
+            popen.wait()
+            listener = self.exit_listener
+            if listener is not None:
+                listener()
+
+        threading.Thread(target=wait, name=f"trial-{trial_id}-wait", daemon=True).start()
 
     def _reader(self, trial_id: int, stream: str, pipe: Optional[IO[bytes]]) -> threading.Thread:
         def read() -> None:
@@ -187,8 +216,11 @@ class LocalResourceManager:
             self._kill_group(proc)
 
     def kill_all(self) -> None:
+        """Kill every run, and the idle prestarted processes (later runs start without them)."""
         for allocation_id in list(self._processes):
             self.kill(allocation_id)
+        if self._pool is not None:
+            self._pool.close()
 
     @staticmethod
     def _kill_group(proc: TrialProcess) -> None:
@@ -196,3 +228,27 @@ class LocalResourceManager:
             os.killpg(proc.popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _trial_base_env() -> Dict[str, str]:
+    """This process's environment as every trial process starts from it."""
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    for name in _RANK_VARIABLES:  # a master started by a launcher must not pass its own rank on
+        env.pop(name, None)
+    return env
+
+
+def _prestart_size(prestart: Optional[int], total_slots: int) -> int:
+    if prestart is None:
+        raw = os.environ.get(PRESTART_ENV, "").strip()
+        if not raw:
+            return min(max(total_slots, 1), MAX_PRESTART)
+        try:
+            prestart = int(raw)
+        except ValueError:
+            raise ValueError(f"{PRESTART_ENV}={raw!r}: set it to how many prestarted harness processes to keep "
+                             "(an integer, 0 turns prestarting off)") from None
+    if prestart < 0:
+        raise ValueError(f"prestart must be 0 or more prestarted harness processes, got {prestart}")
+    return prestart

@@ -12,7 +12,8 @@
     { key: "slot_ids", label: "Slot ids", value: (a) => (a.slot_ids || []).join(", ") },
     { key: "trial_state", label: "Trial state", cell: (a) => det.stateBadge(a.trial_state) },
     { key: "experiment_state", label: "Experiment state", cell: (a) => det.stateBadge(a.experiment_state) },
-    { key: "pid", label: "Process" },
+    { key: "nodes", label: "Nodes", value: (a) => (a.nodes || []).join(", ") || "this machine" },
+    { key: "pid", label: "Process", value: (a) => (a.pid === null || a.pid === undefined ? "" : String(a.pid)) },
     { key: "allocation_id", label: "Allocation", cell: (a) => el("code", { class: "small" }, a.allocation_id) },
   ];
 

@@ -1,0 +1,182 @@
+"""The code that runs on Ray nodes: the actor that starts one rank of a trial, and the storage check task.
+
+`RankWorker` is wrapped with `ray.remote` by the Ray resource manager. Each instance lives in one bundle of
+a trial's placement group and runs one trial process (`python -m determined.exec.harness`, one rank) in its
+own session. The process dies with the actor (PR_SET_PDEATHSIG from a thread that outlives it) and its
+whole process group is SIGKILLed by `kill_group`. Its stdout and stderr lines are buffered here and handed
+to the master through `drain`, a long poll (the actor is threaded, so `drain` and `kill_group` can wait at
+the same time).
+
+This module imports nothing from Ray at import time, so the master's package stays importable without it.
+"""
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Dict, IO, List, Optional, Sequence, Tuple
+
+_PR_SET_PDEATHSIG = 1
+MAX_LINES_PER_DRAIN = 5000
+# Variables of the worker's own environment a trial process must not inherit (a nested launcher's ranks).
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "DET_CROSS_RANK",
+                   "DET_CROSS_SIZE", "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_CHIEF_PORT")
+
+Line = Tuple[float, str, str]  # (unix time, "stdout" | "stderr", text)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _node_ip() -> str:
+    import ray
+
+    return str(ray.util.get_node_ip_address())
+
+
+class RankWorker:
+    """One rank of a trial run on a Ray node (a threaded Ray actor: max_concurrency >= 2)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._lines: List[Line] = []
+        self._proc: Optional["subprocess.Popen[bytes]"] = None
+        self._exit_code: Optional[int] = None
+        self._start_error: Optional[str] = None
+        self._readers: List[threading.Thread] = []
+        self._work_dir: Optional[str] = None
+
+    def where(self) -> Dict[str, Any]:
+        """This rank's node: id, IP, the GPU ids of its bundle, and two free ports (the chief's rendezvous)."""
+        import ray
+
+        ip = _node_ip()
+        ports: List[int] = []
+        while len(ports) < 2:
+            port = _free_port("0.0.0.0")
+            if port not in ports:
+                ports.append(port)
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "ip": ip,
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "ports": ports,
+            "pid": os.getpid(),
+        }
+
+    def start(self, command: Sequence[str], env_updates: Dict[str, str]) -> int:
+        """Start the trial process; its pid. `command[0]` "python" means this worker's own interpreter."""
+        argv = list(command)
+        if argv and argv[0] == "python":
+            argv[0] = sys.executable
+        env = dict(os.environ)
+        for name in _RANK_VARIABLES:
+            env.pop(name, None)
+        env.update(env_updates)
+        env["PYTHONUNBUFFERED"] = "1"
+        self._work_dir = tempfile.mkdtemp(prefix=f"det-ray-{env_updates.get('DET_ALLOCATION_ID', 'run')}-")
+        started = threading.Event()
+
+        def spawn() -> None:
+            # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, so this thread forks the
+            # child and then lives exactly as long as it.
+            try:
+                proc = subprocess.Popen(
+                    argv, cwd=self._work_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, start_new_session=True,
+                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                )
+            except OSError as e:
+                with self._cond:
+                    self._start_error = f"cannot start {argv[0]!r}: {e.strerror or e}"
+                    self._exit_code = 127
+                    self._cond.notify_all()
+                started.set()
+                return
+            self._proc = proc
+            self._readers = [self._reader("stdout", proc.stdout), self._reader("stderr", proc.stderr)]
+            started.set()
+            code = proc.wait()
+            for reader in self._readers:
+                reader.join(timeout=5.0)
+            with self._cond:
+                self._exit_code = 128 - code if code < 0 else code
+                self._cond.notify_all()
+
+        threading.Thread(target=spawn, name="det-trial-process", daemon=True).start()
+        started.wait()
+        if self._start_error is not None:
+            raise RuntimeError(self._start_error)
+        assert self._proc is not None
+        return self._proc.pid
+
+    def _reader(self, stream: str, pipe: Optional[IO[bytes]]) -> threading.Thread:
+        def read() -> None:
+            assert pipe is not None
+            for raw in iter(pipe.readline, b""):
+                line = raw.decode("utf-8", errors="replace").rstrip("\n")
+                with self._cond:
+                    self._lines.append((time.time(), stream, line))
+                    self._cond.notify_all()
+            pipe.close()
+
+        thread = threading.Thread(target=read, name=f"det-trial-{stream}", daemon=True)
+        thread.start()
+        return thread
+
+    def drain(self, timeout: float) -> Tuple[List[Line], Optional[int]]:
+        """Wait up to `timeout` s for output; the lines so far and, once every line is out, the exit code."""
+        with self._cond:
+            if not self._lines and self._exit_code is None:
+                self._cond.wait(timeout)
+            lines, self._lines = self._lines[:MAX_LINES_PER_DRAIN], self._lines[MAX_LINES_PER_DRAIN:]
+            code = self._exit_code if not self._lines else None
+        if code is not None and self._work_dir is not None:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+        return lines, code
+
+    def kill_group(self) -> bool:
+        """SIGKILL the trial process's whole process group (its session); True when there was one."""
+        proc = self._proc
+        if proc is None:
+            return False
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+
+def check_shared_path(path: str, marker_name: str, expected: str) -> Dict[str, Any]:
+    """On one node: whether `path` holds the master's marker file with `expected`, and is writable."""
+    result: Dict[str, Any] = {"ip": _node_ip(), "sees_marker": False, "writable": False, "error": ""}
+    try:
+        with open(os.path.join(path, marker_name)) as f:
+            result["sees_marker"] = f.read() == expected
+    except OSError as e:
+        result["error"] = f"{e.strerror or e}"
+    if result["sees_marker"]:
+        probe = os.path.join(path, f"{marker_name}.{socket.gethostname()}.{os.getpid()}")
+        try:
+            with open(probe, "w") as f:
+                f.write("ok")
+            os.remove(probe)
+            result["writable"] = True
+        except OSError as e:
+            result["error"] = f"cannot write there: {e.strerror or e}"
+    return result

@@ -1,0 +1,660 @@
+"""The Ray resource manager: each trial run is a placement group on a Ray cluster, one actor per slot.
+
+A run on N slots gets a placement group of N bundles (`{"CPU": cpus_per_slot}`, or `{"GPU": 1, "CPU":
+cpus_per_slot}` for GPU slots), strategy PACK. Once Ray has placed it, one `RankWorker` actor per bundle
+starts one rank of the trial (`python -m determined.exec.harness`) with the trial's environment and its
+ranks, ordered by node so that LOCAL_RANK, GROUP_RANK and DET_CROSS_* are right across nodes; rank 0's
+node and two free ports there are the rendezvous (MASTER_ADDR/PORT, DET_CHIEF_IP/PORT). Output comes back
+through one outstanding long-poll call per actor. Nothing here blocks the scheduler: every call is
+collected later with `ray.wait(..., timeout=0)`.
+
+A run ends when all its ranks exited 0, or when one rank exits non-zero, its actor dies or its node goes
+away: the other ranks are killed and the run is reported with a non-zero code (137 for a lost actor or
+node), so the master restarts the trial from its latest checkpoint, on whatever nodes have room. The
+placement group and the actors of a run that ended are always removed.
+"""
+import dataclasses
+import datetime
+import hashlib
+import ipaddress
+import logging
+import os
+import socket
+import threading
+import time
+import urllib.parse
+import uuid
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from determined import errors
+from determined.master.rm import _ray_worker
+from determined.master.rm.base import LogSink
+
+logger = logging.getLogger("determined.master")
+
+RAY_MISSING = "the Ray resource manager needs the ray package: pip install 'determined-revived[ray]'"
+DEFAULT_TRIAL_COMMAND: Tuple[str, ...] = ("python", "-m", "determined.exec.harness")  # the node's own python
+LOST_CODE = 137  # exit code of a run whose actor or node died
+DRAIN_WAIT_S = 1.0
+VIEW_REFRESH_S = 1.0
+STOP_GRACE_S = 5.0  # how long killed ranks get to report their exit before their actors are removed
+CHIEF_DONE_GRACE_S = 60.0  # after the chief exited 0, how long the other ranks may take
+# How long the storage check waits for every node (DET_RAY_CHECK_TIMEOUT_S overrides it).
+STORAGE_CHECK_TIMEOUT_S = 15.0
+STORAGE_CHECK_CACHE_S = 30.0
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise errors.DeterminedError(RAY_MISSING) from None
+    return ray
+
+
+def namespace_for(data_dir: "str | os.PathLike[str]") -> str:
+    """The Ray namespace of the master of `data_dir`: masters of different data dirs never see each other."""
+    digest = hashlib.sha1(str(os.path.realpath(data_dir)).encode()).hexdigest()[:12]
+    return f"determined-{digest}"
+
+
+def _probe(address: str) -> None:
+    """Fail fast with a clear line when nothing listens at HOST:PORT (ray.init would retry for a minute)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise errors.DeterminedError(f"--ray-address {address!r}: expected HOST:PORT (the head's GCS port, "
+                                     "6379 by default), `auto`, or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+    except OSError as e:
+        raise errors.DeterminedError(
+            f"cannot reach the Ray cluster at {address} ({e.strerror or e}); start its head with "
+            f"`ray start --head --port {port}` or give the right address with --ray-address HOST:PORT") from None
+
+
+def connect(address: Optional[str], namespace: str) -> str:
+    """Connect this process (the master) to the Ray cluster as a driver; the address used.
+
+    `address` None means $RAY_ADDRESS, else `auto` (the cluster started on this machine).
+    """
+    ray = import_ray()
+    address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    if ray.is_initialized():
+        return address
+    if address != "auto" and not address.startswith("ray://"):
+        _probe(address)
+    try:
+        ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.WARNING)
+    except Exception as e:  # ConnectionError, AuthenticationError, ...: a clear line, not a traceback
+        first = (str(e).strip().splitlines() or [e.__class__.__name__])[0]
+        hint = ("start a cluster with `ray start --head` or give its address with --ray-address HOST:PORT"
+                if address == "auto" else "check --ray-address and that this machine may join the cluster "
+                "(RAY_AUTH_TOKEN when the cluster uses token authentication)")
+        raise errors.DeterminedError(f"cannot connect to the Ray cluster at {address}: {first}; {hint}") from None
+    return address
+
+
+def _is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return ip == "localhost"
+
+
+def _own_addresses() -> Set[str]:
+    own = {"127.0.0.1", "::1"}
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None):
+            own.add(str(info[4][0]))
+    except OSError:
+        pass
+    return own
+
+
+def trial_master_host(listen_host: str) -> Optional[str]:
+    """The host trial processes must use to reach a master listening on `listen_host` (None: its own URL).
+
+    A master on loopback is refused when some Ray node is another machine; a master on every address
+    (0.0.0.0, ::) is reached at this node's Ray IP.
+    """
+    ray = import_ray()
+    own_ip = str(ray.util.get_node_ip_address())
+    if listen_host in ("", "0.0.0.0", "::"):
+        return own_ip
+    if _is_loopback(listen_host):
+        own = _own_addresses() | {own_ip}
+        others = sorted({str(n["NodeManagerAddress"]) for n in ray.nodes() if n.get("Alive")
+                         and not _is_loopback(str(n["NodeManagerAddress"])) and str(n["NodeManagerAddress"]) not in own})
+        if others:
+            raise errors.DeterminedError(
+                f"the master would listen on {listen_host}, which trial processes on the Ray node(s) "
+                f"{', '.join(others)} cannot reach; start it with --host 0.0.0.0 (trials then reach it at "
+                f"{own_ip}) or --host with an address of this machine that the nodes can reach")
+    return None
+
+
+@dataclasses.dataclass
+class ClusterSlots:
+    """The Ray cluster's slots as the master's API shows them."""
+
+    kind: str  # "gpu" or "cpu"
+    total: int
+
+
+@dataclasses.dataclass
+class RayRun:
+    """One run of a trial: its placement group, its actors (one per rank) and their outstanding calls."""
+
+    trial_id: int
+    experiment_id: int
+    allocation_id: str
+    token: str
+    slots_needed: int
+    master_url: str
+    pg: Any
+    state: str = "pending"  # pending -> placing -> running -> stopping; `exit_code` set when it ended
+    ready_ref: Any = None
+    where_ref: Any = None
+    actors: List[Any] = dataclasses.field(default_factory=list)
+    rank_nodes: List[str] = dataclasses.field(default_factory=list)  # node id of each rank
+    node_ips: List[str] = dataclasses.field(default_factory=list)  # node IP of each rank
+    slots: List[str] = dataclasses.field(default_factory=list)  # "IP/bundle" of each rank (cluster API)
+    start_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
+    drain_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
+    kill_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
+    exit_codes: Dict[int, int] = dataclasses.field(default_factory=dict)
+    pid: Optional[int] = None  # rank 0's process on its node
+    preempt_deadline: Optional[float] = None
+    killed: bool = False
+    stop_deadline: Optional[float] = None
+    chief_done_at: Optional[float] = None
+    exit_code: Optional[int] = None
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise errors.DeterminedError(f"{name}={raw!r} must be a positive number of seconds")
+    return value
+
+
+def _utc(ts: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).replace(tzinfo=None)
+
+
+class RayResourceManager:
+    """Runs trials on a Ray cluster this process is connected to (`connect()` first).
+
+    `slot_type` "gpu" or "cpu" (default: gpu when the cluster has GPUs); `cpus_per_slot` CPUs of each slot
+    (also each rank's OMP_NUM_THREADS). `trial_host` replaces the host of the master URL given to trials
+    (see `trial_master_host`). `trial_command` replaces `python -m determined.exec.harness` ("python" is
+    the node's own interpreter), for tests.
+    """
+
+    def __init__(
+        self,
+        work_root: str,
+        log_sink: LogSink,
+        *,
+        slot_type: Optional[str] = None,
+        cpus_per_slot: float = 1.0,
+        trial_host: Optional[str] = None,
+        trial_command: Optional[Sequence[str]] = None,
+        storage_check_timeout: Optional[float] = None,
+    ) -> None:
+        self._ray = import_ray()
+        if not self._ray.is_initialized():
+            raise errors.DeterminedError("the Ray resource manager needs a connection: call rm.ray.connect() first")
+        if slot_type not in (None, "cpu", "gpu"):
+            raise errors.DeterminedError(f"--ray-slot-type: expected cpu or gpu, not {slot_type!r}")
+        if isinstance(cpus_per_slot, bool) or not isinstance(cpus_per_slot, (int, float)) or cpus_per_slot <= 0:
+            raise errors.DeterminedError(f"--ray-cpus-per-slot: expected a positive number, not {cpus_per_slot!r}")
+        from ray import cloudpickle
+        from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+
+        self._placement_group = placement_group
+        self._placement_group_table = placement_group_table
+        self._remove_placement_group = remove_placement_group
+        self._pg_strategy = PlacementGroupSchedulingStrategy
+        self._node_strategy = NodeAffinitySchedulingStrategy
+        # The node-side code travels by value: a worker then imports no more than the standard library and ray
+        # (importing it by name would import determined.master, its web app and database: seconds per worker).
+        cloudpickle.register_pickle_by_value(_ray_worker)
+        self._worker_class = self._ray.remote(_ray_worker.RankWorker)
+        self._check_task = self._ray.remote(_ray_worker.check_shared_path)
+        self.work_root = work_root
+        self.log_sink = log_sink
+        self.cpus_per_slot = float(cpus_per_slot)
+        self.trial_host = trial_host
+        self.trial_command = list(trial_command) if trial_command else list(DEFAULT_TRIAL_COMMAND)
+        self.storage_check_timeout = (storage_check_timeout if storage_check_timeout is not None
+                                      else _env_seconds("DET_RAY_CHECK_TIMEOUT_S", STORAGE_CHECK_TIMEOUT_S))
+        self._runs: Dict[str, RayRun] = {}
+        self._view_lock = threading.Lock()
+        self._view_at = -1e9
+        self._alive: Dict[str, Dict[str, Any]] = {}
+        self._dead: Set[str] = set()
+        self._storage_ok: Dict[Tuple[str, frozenset], float] = {}
+        self._refresh(force=True)
+        kind = slot_type or ("gpu" if self.cluster_gpus() > 0 else "cpu")
+        self.slots = ClusterSlots(kind=kind, total=0)
+        self.slots.total = self._count_slots()
+
+    # ------------------------------------------------------------ the cluster
+
+    def _refresh(self, force: bool = False) -> None:
+        """Re-read the cluster's nodes, at most once a second unless `force`."""
+        with self._view_lock:
+            if not force and time.monotonic() - self._view_at < VIEW_REFRESH_S:
+                return
+            nodes = self._ray.nodes()
+            self._alive = {str(n["NodeID"]): n for n in nodes if n.get("Alive")}
+            self._dead = {str(n["NodeID"]) for n in nodes if not n.get("Alive")}
+            self._view_at = time.monotonic()
+            if hasattr(self, "slots"):
+                self.slots.total = self._count_slots()
+
+    def _node_slots(self, node: Mapping[str, Any]) -> int:
+        resources = node.get("Resources") or {}
+        by_cpu = int(float(resources.get("CPU", 0)) // self.cpus_per_slot)
+        if self.slots.kind == "gpu":
+            return min(int(float(resources.get("GPU", 0))), by_cpu)
+        return by_cpu
+
+    def _count_slots(self) -> int:
+        return sum(self._node_slots(n) for n in self._alive.values())
+
+    def cluster_gpus(self) -> int:
+        return sum(int(float((n.get("Resources") or {}).get("GPU", 0))) for n in self._alive.values())
+
+    def nodes(self) -> List[Dict[str, Any]]:
+        """The alive nodes: id, IP and slots."""
+        self._refresh()
+        return [{"node_id": node_id, "ip": str(n["NodeManagerAddress"]), "slots": self._node_slots(n)}
+                for node_id, n in sorted(self._alive.items(), key=lambda kv: str(kv[1]["NodeManagerAddress"]))]
+
+    def describe(self) -> str:
+        """One line: the slots per node, for `det master up`."""
+        per_node = ", ".join(f"{n['ip']} ({n['node_id'][:8]}): {n['slots']}" for n in self.nodes())
+        return (f"{self.total_slots} {self.slots.kind} slot(s) on {len(self._alive)} Ray node(s) "
+                f"({self.cpus_per_slot:g} CPU per slot): {per_node}")
+
+    @property
+    def total_slots(self) -> int:
+        self._refresh()
+        return self.slots.total
+
+    def free_slots(self) -> int:
+        """The cluster's slots now, minus the ones this master's runs hold (pending placements included)."""
+        held = sum(run.slots_needed for run in list(self._runs.values()))
+        return max(0, self.total_slots - held)
+
+    def running(self) -> Dict[str, RayRun]:
+        return dict(self._runs)
+
+    # ------------------------------------------------------------ submission checks
+
+    def check_experiment(self, config: Mapping[str, Any]) -> List[str]:
+        """Problems of a config that cannot run on this cluster (empty: it can)."""
+        self._refresh(force=True)
+        problems: List[str] = []
+        resources = config.get("resources") or {}
+        wanted = int(resources.get("slots_per_trial") or 1)
+        if self.slots.kind == "gpu" and self.cluster_gpus() == 0:
+            problems.append("resources.slots_per_trial: this master runs trials on GPU slots but the Ray cluster has "
+                            "no GPU now; add GPU nodes, or start the master with --ray-slot-type cpu")
+        elif wanted > self.slots.total:
+            problems.append(
+                f"resources.slots_per_trial: {wanted} slots per trial, but the Ray cluster has only "
+                f"{self.slots.total} {self.slots.kind} slot(s) ({self.cpus_per_slot:g} CPU per slot); lower "
+                "slots_per_trial, add Ray nodes, or start the master with a smaller --ray-cpus-per-slot")
+        storage = config.get("checkpoint_storage") or {}
+        if storage.get("type") == "shared_fs" and isinstance(storage.get("host_path"), str):
+            problems += self._check_shared_fs(os.path.expanduser(storage["host_path"]))
+        return problems
+
+    def _check_shared_fs(self, host_path: str) -> List[str]:
+        """Every alive node must see the master's `host_path` as the same, writable directory."""
+        ray = self._ray
+        nodes = dict(self._alive)
+        key = (host_path, frozenset(nodes))
+        if time.monotonic() - self._storage_ok.get(key, -1e9) < STORAGE_CHECK_CACHE_S:
+            return []
+        fix = (f"use S3 checkpoint storage (checkpoint_storage: {{type: s3, bucket: ...}}) or mount one shared "
+               f"file system at {host_path} on the master and every Ray node")
+        marker, expected = f".det-ray-check-{uuid.uuid4().hex}", uuid.uuid4().hex
+        marker_path = os.path.join(host_path, marker)
+        try:
+            os.makedirs(host_path, exist_ok=True)
+            with open(marker_path, "w") as f:
+                f.write(expected)
+        except OSError as e:
+            return [f"checkpoint_storage.host_path: the master cannot write to {host_path} ({e.strerror or e}); {fix}"]
+        problems: List[str] = []
+        try:
+            refs = {}
+            for node_id in nodes:
+                task = self._check_task.options(num_cpus=0, max_retries=0,
+                                                scheduling_strategy=self._node_strategy(node_id, soft=False))
+                refs[task.remote(host_path, marker, expected)] = node_id
+            ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=self.storage_check_timeout)
+            for ref in ready:
+                node_id = refs[ref]
+                ip = str(nodes[node_id]["NodeManagerAddress"])
+                try:
+                    seen = ray.get(ref)
+                except Exception as e:
+                    problems.append(f"checkpoint_storage.host_path: could not check {host_path} on Ray node {ip} "
+                                    f"(node id {node_id}): {str(e).strip().splitlines()[0] if str(e).strip() else e}")
+                    continue
+                if not seen["sees_marker"]:
+                    problems.append(
+                        f"checkpoint_storage.host_path: {host_path} on the master is not the same directory on Ray "
+                        f"node {ip} (node id {node_id}){': ' + seen['error'] if seen['error'] else ''}; "
+                        f"trials there could not save or restore checkpoints; {fix}")
+                elif not seen["writable"]:
+                    problems.append(f"checkpoint_storage.host_path: Ray node {ip} (node id {node_id}) sees {host_path} "
+                                    f"but {seen['error']}; give the user of the Ray processes write access")
+            for ref in pending:
+                node_id = refs[ref]
+                ray.cancel(ref, force=True)
+                problems.append(
+                    f"checkpoint_storage.host_path: Ray node {nodes[node_id]['NodeManagerAddress']} (node id {node_id}) "
+                    f"did not answer within {self.storage_check_timeout:g} s whether it sees {host_path}; submit "
+                    "again when the cluster is less busy, or use S3 checkpoint storage")
+        finally:
+            try:
+                os.remove(marker_path)
+            except OSError:
+                pass
+        if not problems:
+            self._storage_ok[key] = time.monotonic()
+        return problems
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _bundle(self) -> Dict[str, float]:
+        if self.slots.kind == "gpu":
+            return {"GPU": 1.0, "CPU": self.cpus_per_slot}
+        return {"CPU": self.cpus_per_slot}
+
+    def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
+               master_url: str) -> RayRun:
+        """Ask Ray for a placement group of `slots_needed` slots; the run starts once it is placed."""
+        pg = self._placement_group([self._bundle() for _ in range(slots_needed)], strategy="PACK",
+                                   name=f"det-{allocation_id}")
+        run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), pg)
+        run.ready_ref = pg.ready()
+        self._runs[allocation_id] = run
+        logger.info("trial %s: run %s waits for a placement group of %s %s slot(s)", trial_id, allocation_id,
+                    slots_needed, self.slots.kind)
+        return run
+
+    def _trial_url(self, master_url: str) -> str:
+        if not self.trial_host:
+            return master_url
+        parts = urllib.parse.urlsplit(master_url)
+        host = f"[{self.trial_host}]" if ":" in self.trial_host else self.trial_host
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+    def _place(self, run: RayRun) -> None:
+        """The placement group is ready: one actor per bundle, ranks ordered by node."""
+        table = self._placement_group_table(run.pg)
+        bundle_nodes = {int(k): str(v) for k, v in (table.get("bundles_to_node_id") or {}).items()}
+        node_order: List[str] = []
+        for index in range(run.slots_needed):
+            node = bundle_nodes.get(index, "")
+            if node not in node_order:
+                node_order.append(node)
+        ranked = sorted(range(run.slots_needed), key=lambda i: (node_order.index(bundle_nodes.get(i, "")), i))
+        self._refresh()
+        for bundle in ranked:
+            node = bundle_nodes.get(bundle, "")
+            ip = str((self._alive.get(node) or {}).get("NodeManagerAddress", "?"))
+            actor = self._worker_class.options(
+                num_cpus=self.cpus_per_slot, num_gpus=1 if self.slots.kind == "gpu" else 0, max_concurrency=4,
+                max_restarts=0, scheduling_strategy=self._pg_strategy(
+                    placement_group=run.pg, placement_group_bundle_index=bundle),
+            ).remote()
+            run.actors.append(actor)
+            run.rank_nodes.append(node)
+            run.node_ips.append(ip)
+            run.slots.append(f"{ip}/{bundle}")
+        run.where_ref = run.actors[0].where.remote()
+        run.state = "placing"
+
+    def _start(self, run: RayRun, chief: Dict[str, Any]) -> None:
+        """Rank 0 told its address and ports: start every rank's trial process and its log long-poll."""
+        size = run.slots_needed
+        local_sizes: Dict[str, int] = {}
+        for node in run.rank_nodes:
+            local_sizes[node] = local_sizes.get(node, 0) + 1
+        node_order = list(dict.fromkeys(run.rank_nodes))
+        seen: Dict[str, int] = {}
+        for rank, actor in enumerate(run.actors):
+            node = run.rank_nodes[rank]
+            env = {
+                "DET_MASTER": run.master_url,
+                "DET_TRIAL_ID": str(run.trial_id),
+                "DET_EXPERIMENT_ID": str(run.experiment_id),
+                "DET_ALLOCATION_ID": run.allocation_id,
+                "DET_SESSION_TOKEN": run.token,
+                "OMP_NUM_THREADS": str(max(1, int(self.cpus_per_slot))),
+                "DET_RAY_NODE_ID": node,
+                "DET_RAY_NODE_IP": run.node_ips[rank],
+            }
+            if size > 1:
+                env.update({
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(seen.get(node, 0)),
+                    "WORLD_SIZE": str(size),
+                    "LOCAL_WORLD_SIZE": str(local_sizes[node]),
+                    "GROUP_RANK": str(node_order.index(node)),
+                    "DET_CROSS_RANK": str(node_order.index(node)),
+                    "DET_CROSS_SIZE": str(len(node_order)),
+                    "MASTER_ADDR": str(chief["ip"]),
+                    "MASTER_PORT": str(chief["ports"][0]),
+                    "DET_CHIEF_IP": str(chief["ip"]),
+                    "DET_CHIEF_PORT": str(chief["ports"][1]),
+                })
+            seen[node] = seen.get(node, 0) + 1
+            self._log(run, rank, "stdout",
+                      f"[ray] run {run.allocation_id}: rank {rank} on node {run.node_ips[rank]} (node id {node})",
+                      time.time())
+            run.start_refs[rank] = actor.start.remote(self.trial_command, env)
+            run.drain_refs[rank] = actor.drain.remote(DRAIN_WAIT_S)
+        run.state = "running"
+        logger.info("trial %s: run %s started on Ray node(s) %s; it reaches the master at %s", run.trial_id,
+                    run.allocation_id, ", ".join(f"{ip} ({n[:8]})" for ip, n in zip(run.node_ips, run.rank_nodes)),
+                    run.master_url)
+
+    def _log(self, run: RayRun, rank: int, stream: str, line: str, ts: float) -> None:
+        prefix = f"[rank {rank}] " if run.slots_needed > 1 else ""
+        self.log_sink(run.trial_id, _utc(ts), stream, prefix + line)
+
+    def _lost(self, run: RayRun, rank: int, why: str) -> None:
+        if rank not in run.exit_codes:
+            run.exit_codes[rank] = LOST_CODE
+            self._log(run, rank, "stderr", f"[ray] run {run.allocation_id}: rank {rank} lost: {why}", time.time())
+            logger.warning("trial %s: rank %s of run %s lost: %s", run.trial_id, rank, run.allocation_id, why)
+
+    def _collect(self) -> None:
+        """Take the results of every call that has finished, without waiting."""
+        ray = self._ray
+        pending: Dict[Any, Tuple[RayRun, str, int]] = {}
+        for run in self._runs.values():
+            if run.ready_ref is not None:
+                pending[run.ready_ref] = (run, "ready", 0)
+            if run.where_ref is not None:
+                pending[run.where_ref] = (run, "where", 0)
+            for kind, refs in (("start", run.start_refs), ("drain", run.drain_refs), ("kill", run.kill_refs)):
+                for rank, ref in refs.items():
+                    pending[ref] = (run, kind, rank)
+        if not pending:
+            return
+        ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+        for ref in ready:
+            run, kind, rank = pending[ref]
+            if run.exit_code is not None:
+                continue
+            try:
+                value = ray.get(ref)
+            except Exception as e:
+                self._failed_call(run, kind, rank, e)
+                continue
+            if kind == "ready":
+                run.ready_ref = None
+                if run.state == "pending":
+                    try:
+                        self._place(run)
+                    except Exception as e:
+                        logger.error("trial %s: could not start actors for run %s: %s", run.trial_id,
+                                     run.allocation_id, e)
+                        run.exit_codes[0] = 127
+            elif kind == "where":
+                run.where_ref = None
+                if run.state == "placing":
+                    self._start(run, value)
+            elif kind == "start":
+                del run.start_refs[rank]
+                if rank == 0:
+                    run.pid = int(value)
+            elif kind == "drain":
+                lines, code = value
+                for ts, stream, line in lines:
+                    self._log(run, rank, stream, line, ts)
+                if code is None:
+                    run.drain_refs[rank] = run.actors[rank].drain.remote(DRAIN_WAIT_S)
+                else:
+                    del run.drain_refs[rank]
+                    run.exit_codes.setdefault(rank, int(code))
+            elif kind == "kill":
+                del run.kill_refs[rank]
+
+    def _failed_call(self, run: RayRun, kind: str, rank: int, error: Exception) -> None:
+        ray_errors = self._ray.exceptions
+        for refs in (run.start_refs, run.drain_refs, run.kill_refs):
+            refs.pop(rank, None)
+        if kind == "ready":
+            run.ready_ref = None
+        if kind == "where":
+            run.where_ref = None
+        text = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
+        if kind == "start" and isinstance(error, ray_errors.RayTaskError):
+            self._log(run, rank, "stderr", f"[ray] {text}", time.time())
+            run.exit_codes.setdefault(rank, 127)
+        else:  # RayActorError, ActorDiedError, ActorUnavailableError, a removed placement group...
+            self._lost(run, rank, f"{error.__class__.__name__}: {text}")
+
+    def _decide(self, run: RayRun) -> None:
+        """Whether the run has ended, or must be stopped because one of its ranks failed."""
+        now = time.monotonic()
+        for rank, node in enumerate(run.rank_nodes):
+            if node in self._dead:
+                self._lost(run, rank, f"its Ray node {run.node_ips[rank]} ({node}) died")
+        failed = [code for code in run.exit_codes.values() if code != 0]
+        if run.state in ("pending", "placing") and (run.killed or failed):
+            self._finish(run, failed[0] if failed else LOST_CODE)
+            return
+        if run.state not in ("running", "stopping"):
+            return
+        if len(run.exit_codes) == run.slots_needed:
+            self._finish(run, failed[0] if failed else 0)
+            return
+        if run.exit_codes.get(0) == 0 and run.slots_needed > 1 and run.state == "running":
+            run.chief_done_at = run.chief_done_at or now
+            if now - run.chief_done_at > CHIEF_DONE_GRACE_S:
+                self._stop(run)
+        if failed and run.state == "running":
+            self._stop(run)
+        if run.state == "stopping" and run.stop_deadline is not None and now > run.stop_deadline:
+            for rank in range(run.slots_needed):
+                self._lost(run, rank, "it did not report its exit after being killed")
+            failed = [code for code in run.exit_codes.values() if code != 0]
+            self._finish(run, failed[0] if failed else 0)
+
+    def _stop(self, run: RayRun) -> None:
+        """SIGKILL the process groups of the ranks that still run; their exits come through the drains."""
+        run.state = "stopping"
+        run.stop_deadline = time.monotonic() + STOP_GRACE_S
+        for rank, actor in enumerate(run.actors):
+            if rank not in run.exit_codes:
+                run.kill_refs[rank] = actor.kill_group.remote()
+
+    def _finish(self, run: RayRun, code: int) -> None:
+        """Remove the run's actors and placement group; it is reported as exited with `code`."""
+        for actor in run.actors:
+            try:
+                self._ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+        try:
+            self._remove_placement_group(run.pg)
+        except Exception as e:
+            logger.warning("trial %s: could not remove the placement group of run %s: %s", run.trial_id,
+                           run.allocation_id, e)
+        run.exit_code = code
+        run.start_refs.clear()
+        run.drain_refs.clear()
+        run.kill_refs.clear()
+
+    def poll_exited(self) -> List[Tuple[int, str, int]]:
+        """Runs that ended, as (trial id, allocation id, exit code); their Ray resources are released."""
+        self._refresh()
+        self._collect()
+        exited = []
+        for allocation_id, run in list(self._runs.items()):
+            if run.exit_code is None:
+                self._decide(run)
+            if run.exit_code is not None:
+                del self._runs[allocation_id]
+                exited.append((run.trial_id, allocation_id, run.exit_code))
+        return exited
+
+    def preempt(self, allocation_id: str, timeout: float) -> None:
+        """The run was asked (through the master's API) to checkpoint and exit; kill it after `timeout` s."""
+        run = self._runs.get(allocation_id)
+        if run is None or run.exit_code is not None:
+            return
+        if run.state in ("pending", "placing"):  # no trial process yet: nothing to checkpoint, it ends now
+            self._finish(run, 0)
+        elif run.preempt_deadline is None:
+            run.preempt_deadline = time.monotonic() + timeout
+
+    def enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        for allocation_id, run in list(self._runs.items()):
+            if run.preempt_deadline is not None and now > run.preempt_deadline and not run.killed:
+                logger.warning("trial %s did not exit after preemption; killing it", run.trial_id)
+                self.kill(allocation_id)
+
+    def kill(self, allocation_id: str) -> None:
+        """SIGKILL the run's process groups (through its actors); then its actors and placement group go."""
+        run = self._runs.get(allocation_id)
+        if run is None or run.killed or run.exit_code is not None:
+            return
+        run.killed = True
+        if run.state == "running":
+            self._stop(run)
+        else:
+            self._decide(run)
+
+    def kill_all(self) -> None:
+        for allocation_id in list(self._runs):
+            self.kill(allocation_id)
+
+
+def make_factory(**options: Any) -> Any:
+    """A resource-manager factory for `Master(resource_manager=...)`: (work root, log sink) -> RayResourceManager."""
+    def factory(work_root: str, log_sink: LogSink) -> RayResourceManager:
+        return RayResourceManager(work_root, log_sink, **options)
+
+    return factory

@@ -1,0 +1,382 @@
+"""A scenario of the Ray resource manager, run as PID 1 of a private network and PID namespace.
+
+    unshare -n -p -f --mount-proc sh -c 'ip link set lo up && exec python _ray_scenario.py SCENARIO OUT.json DIR'
+
+It starts a Ray head and a second Ray node, `det master up --resource-manager ray`, runs experiments with
+the `det` CLI, and writes what it saw to OUT.json. Everything it started ends with it (the namespace ends
+when its PID 1 exits), so it never needs `ray stop`.
+
+SCENARIO `spread` (2 CPUs per node; the second node has a tmpfs over DIR/private): submission errors, an
+experiment of 4 trials over both nodes, pause / activate / kill releasing the placement groups.
+SCENARIO `failover` (1 CPU per node): a 2-slot trial with one rank per node (gloo across nodes), then the
+second node killed while a trial runs there.
+"""
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Optional
+
+import yaml
+
+HERE = pathlib.Path(__file__).resolve().parent
+BIN = pathlib.Path(sys.executable).parent
+RAY_PORT = 6390
+MASTER_PORT = 18080
+MASTER = f"http://127.0.0.1:{MASTER_PORT}"
+T0 = time.monotonic()
+
+
+def log(message: str) -> None:
+    print(f"[scenario {time.monotonic() - T0:6.1f}s] {message}", flush=True)
+
+
+def wait_for(what: Callable[[], Any], timeout: float, message: str, interval: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+def det(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(BIN / "det"), *args], capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"det {' '.join(args)} failed ({proc.returncode}): {proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def ray_start(*args: str, block: bool = False, prefix: Optional[List[str]] = None) -> "subprocess.Popen[bytes]":
+    command = [str(BIN / "ray"), "start", *args, "--node-ip-address", "127.0.0.1", "--disable-usage-stats",
+               "--object-store-memory", str(100 * 1024 * 1024)]
+    if block:
+        command.append("--block")
+    return subprocess.Popen([*(prefix or []), *command], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def descendants(root: int) -> List[int]:
+    children: Dict[int, List[int]] = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child in children.get(pid, []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(root: int) -> int:
+    """SIGKILL `root` and every process under it (by parent links, sessions notwithstanding)."""
+    killed = set()
+    for _ in range(3):
+        pids = [root, *descendants(root)]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    return len(killed)
+
+
+class Cluster:
+    def __init__(self, root: pathlib.Path, cpus: int, private_dir: Optional[pathlib.Path]) -> None:
+        self.root = root
+        self.temp = pathlib.Path(f"/tmp/rt{os.getpid()}-{int(time.time()) % 100000}")
+        common = ["--num-cpus", str(cpus), "--temp-dir", str(self.temp)]
+        started = time.monotonic()
+        head = ray_start("--head", "--port", str(RAY_PORT), "--include-dashboard=false",
+                         "--resources", json.dumps({"det_head": 1}), *common)
+        _, err = head.communicate(timeout=120)
+        if head.returncode != 0:
+            raise AssertionError(f"ray start --head failed: {err.decode()[-2000:]}")
+        prefix = None
+        if private_dir is not None:  # this node sees its own, empty DIR/private: not the master's directory
+            prefix = ["unshare", "-m", "sh", "-c", f'mount -t tmpfs tmpfs {private_dir} && exec "$0" "$@"']
+        self.node2 = ray_start("--address", f"127.0.0.1:{RAY_PORT}", "--resources", json.dumps({"det_node2": 1}),
+                               *common, block=True, prefix=prefix)
+        import ray
+
+        ray.init(address=f"127.0.0.1:{RAY_PORT}", namespace="scenario", log_to_driver=False,
+                 logging_level="WARNING")
+        self.ray = ray
+        wait_for(lambda: len(self.alive()) == 2, 120, "the second Ray node")
+        self.head_id = next(n["NodeID"] for n in self.alive() if "det_head" in n["Resources"])
+        self.node2_id = next(n["NodeID"] for n in self.alive() if "det_node2" in n["Resources"])
+        self.seconds = time.monotonic() - started
+        log(f"Ray cluster up in {self.seconds:.1f} s: head {self.head_id[:8]}, node2 {self.node2_id[:8]}")
+
+    def alive(self) -> List[Dict[str, Any]]:
+        return [n for n in self.ray.nodes() if n.get("Alive")]
+
+    def live_placement_groups(self) -> List[Dict[str, Any]]:
+        return [pg for pg in self.ray.util.placement_group_table().values() if pg.get("state") != "REMOVED"]
+
+    def released(self) -> bool:
+        total = self.ray.cluster_resources().get("CPU", 0)
+        return not self.live_placement_groups() and self.ray.available_resources().get("CPU", 0) == total
+
+
+def start_master(data_dir: pathlib.Path) -> "subprocess.Popen[str]":
+    out = open(data_dir.parent / "master.log", "w")
+    proc = subprocess.Popen([str(BIN / "det"), "master", "up", "--resource-manager", "ray", "--ray-address",
+                             f"127.0.0.1:{RAY_PORT}", "--port", str(MASTER_PORT), "--data-dir", str(data_dir)],
+                            stdout=out, stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: "Master serving at" in (data_dir.parent / "master.log").read_text() or proc.poll() is not None,
+             120, "the master")
+    if proc.poll() is not None:
+        raise AssertionError("det master up exited: " + (data_dir.parent / "master.log").read_text()[-3000:])
+    return proc
+
+
+def write_experiment(root: pathlib.Path, name: str, config: Dict[str, Any]) -> pathlib.Path:
+    model_dir = root / "model"
+    if not model_dir.exists():
+        model_dir.mkdir()
+        shutil.copy(HERE / "_ray_trials.py", model_dir / "_ray_trials.py")
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def config(storage: pathlib.Path, *, trials: int = 1, batches: int = 20, sleep: float = 0.05, slots: int = 1,
+           restarts: int = 3) -> Dict[str, Any]:
+    searcher: Dict[str, Any] = {"name": "random", "metric": "val_loss", "max_length": {"batches": batches},
+                                "max_trials": trials}
+    if trials == 1:
+        searcher = {"name": "single", "metric": "val_loss", "max_length": {"batches": batches}}
+    return {
+        "entrypoint": "_ray_trials:RayTestTrial",
+        "hyperparameters": {"global_batch_size": 8, "lr": {"type": "double", "minval": 0.01, "maxval": 0.1},
+                            "sleep": sleep},
+        "searcher": searcher,
+        "min_checkpoint_period": {"batches": 5},
+        "resources": {"slots_per_trial": slots},
+        "max_restarts": restarts,
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)},
+    }
+
+
+def create(root: pathlib.Path, name: str, cfg: Dict[str, Any], check: bool = True) -> subprocess.CompletedProcess:
+    path = write_experiment(root, name, cfg)
+    return det("experiment", "create", "-d", str(path), str(root / "model"), check=check)
+
+
+_SESSION: List[Any] = []
+
+
+def api() -> Any:
+    """A REST session on the master (reads poll through it: a `det` process per poll costs a core-second)."""
+    if not _SESSION:
+        from determined.common.api import Session
+
+        _SESSION.append(Session(MASTER))
+    return _SESSION[0]
+
+
+def trials_of(exp_id: int) -> List[Dict[str, Any]]:
+    return list(api().get(f"/experiments/{exp_id}")["trials"])
+
+
+def exp_state(exp_id: int) -> str:
+    return str(api().get(f"/experiments/{exp_id}")["experiment"]["state"])
+
+
+def logs(trial_id: int) -> List[str]:
+    lines: List[str] = []
+    offset = 0
+    while True:
+        page = api().get(f"/trials/{trial_id}/logs?offset={offset}&limit=5000")
+        lines += [entry["message"] for entry in page["logs"]]
+        if not page["logs"]:
+            return lines
+        offset = page["next_offset"]
+
+
+def runs_in_logs(lines: List[str]) -> List[Dict[str, Any]]:
+    """Each run of the trial as the Ray RM logged it: rank placements, then the batches it trained."""
+    runs: List[Dict[str, Any]] = []
+    for line in lines:
+        if "[ray] run " in line and " on node " in line:
+            alloc = line.split("[ray] run ", 1)[1].split(":", 1)[0]
+            node = line.rsplit("(node id ", 1)[1].rstrip(")")
+            rank = int(line.split(": rank ", 1)[1].split()[0])
+            if not runs or runs[-1]["allocation"] != alloc:
+                runs.append({"allocation": alloc, "nodes": {}, "batches": []})
+            runs[-1]["nodes"][rank] = node
+        elif "[det-test] batch " in line and runs:
+            runs[-1]["batches"].append(int(line.rsplit("[det-test] batch ", 1)[1].split()[0]))
+    return runs
+
+
+def wait_experiment(exp_id: int, timeout: float) -> str:
+    return wait_for(lambda: (lambda s: s if s in ("COMPLETED", "CANCELED", "ERROR") else None)(exp_state(exp_id)),
+                    timeout, f"experiment {exp_id} to end", interval=1.0)
+
+
+def cluster_slots() -> Dict[str, Any]:
+    return dict(api().get("/cluster/slots"))
+
+
+def spread(root: pathlib.Path, out: Dict[str, Any]) -> None:
+    private, shared = root / "private", root / "shared"
+    private.mkdir()
+    shared.mkdir()
+    cluster = Cluster(root, cpus=2, private_dir=private)
+    out["nodes"] = {"head": cluster.head_id, "node2": cluster.node2_id}
+    out["ray_temp"] = str(cluster.temp)
+    out["seconds"] = {"cluster": cluster.seconds}
+    t = time.monotonic()
+    start_master(root / "data")
+    out["seconds"]["master"] = time.monotonic() - t
+    out["master_log_head"] = (root / "master.log").read_text()[:3000]
+    out["slots"] = cluster_slots()
+
+    # e: submissions that cannot work on this cluster
+    t = time.monotonic()
+    bad_storage = create(root, "bad_storage", config(private), check=False)
+    too_big = create(root, "too_big", config(shared, slots=5), check=False)
+    out["bad_storage"] = {"rc": bad_storage.returncode, "output": bad_storage.stdout + bad_storage.stderr}
+    out["too_big"] = {"rc": too_big.returncode, "output": too_big.stdout + too_big.stderr}
+    out["experiments_after_refusals"] = api().get("/experiments")["experiments"]
+    out["seconds"]["refusals"] = time.monotonic() - t
+    log(f"refusals: rc {bad_storage.returncode}, {too_big.returncode}")
+
+    # a: 4 trials of 1 slot over both nodes
+    t = time.monotonic()
+    create(root, "four", config(shared, trials=4, batches=20, sleep=0.05))
+    exp_id = 1
+    seen_nodes = set()
+
+    def spread_seen() -> bool:
+        for a in cluster_slots()["allocations"]:
+            seen_nodes.update(a.get("nodes") or [])
+        return exp_state(exp_id) in ("COMPLETED", "ERROR", "CANCELED")
+
+    wait_for(spread_seen, 240, "the 4-trial experiment", interval=1.0)
+    out["four"] = {"state": exp_state(exp_id), "trials": trials_of(exp_id),
+                   "checkpoints": api().get(f"/experiments/{exp_id}/checkpoints")["checkpoints"],
+                   "runs": {t["id"]: runs_in_logs(logs(t["id"])) for t in trials_of(exp_id)}}
+    out["seconds"]["four_trials"] = time.monotonic() - t
+    log(f"4 trials: {out['four']['state']} in {out['seconds']['four_trials']:.1f} s")
+    wait_for(cluster.released, 20, "the resources of the finished experiment")
+
+    # d: pause releases, activate resumes from the checkpoint, kill releases
+    t = time.monotonic()
+    create(root, "pause", config(shared, batches=400, sleep=0.05))
+    exp_id = 2
+    trial_id = wait_for(lambda: (trials_of(exp_id) or [None])[0], 60, "the trial")["id"]
+    wait_for(lambda: trials_of(exp_id)[0].get("latest_checkpoint_uuid"), 120, "a checkpoint")
+    out["pause_held_pgs"] = len(cluster.live_placement_groups())
+    det("experiment", "pause", str(exp_id))
+    wait_for(lambda: not cluster_slots()["allocations"], 90, "the paused trial to stop")
+    wait_for(cluster.released, 30, "the paused trial's placement group to go")
+    out["paused"] = {"live_pgs": len(cluster.live_placement_groups()), "available": cluster.ray.available_resources(),
+                     "total": cluster.ray.cluster_resources(), "state": exp_state(exp_id)}
+    paused_at = trials_of(exp_id)[0]
+    activated = det("experiment", "activate", str(exp_id), check=False)  # its exit code tells the state
+    assert "Activated experiment" in activated.stdout, activated.stdout + activated.stderr
+    wait_for(lambda: len(runs_in_logs(logs(trial_id))) >= 2 and runs_in_logs(logs(trial_id))[-1]["batches"], 120,
+             "the resumed run to train")
+    det("experiment", "kill", str(exp_id))
+    wait_experiment(exp_id, 60)
+    wait_for(cluster.released, 30, "the killed trial's placement group to go")
+    out["pause"] = {"trial_at_pause": paused_at, "runs": runs_in_logs(logs(trial_id)), "state": exp_state(exp_id),
+                    "live_pgs_after_kill": len(cluster.live_placement_groups()),
+                    "available_after_kill": cluster.ray.available_resources(),
+                    "total": cluster.ray.cluster_resources()}
+    out["seconds"]["pause_activate_kill"] = time.monotonic() - t
+
+
+def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
+    shared = root / "shared"
+    shared.mkdir()
+    cluster = Cluster(root, cpus=1, private_dir=None)
+    out["nodes"] = {"head": cluster.head_id, "node2": cluster.node2_id}
+    out["ray_temp"] = str(cluster.temp)
+    out["seconds"] = {"cluster": cluster.seconds}
+    start_master(root / "data")
+
+    # c: a 2-slot trial with one rank per node
+    t = time.monotonic()
+    create(root, "ddp", config(shared, batches=10, sleep=0.05, slots=2))
+    state = wait_experiment(1, 240)
+    trial = trials_of(1)[0]
+    out["ddp"] = {"state": state, "trial": trial, "logs": logs(trial["id"])}
+    out["seconds"]["ddp"] = time.monotonic() - t
+    log(f"2-slot trial: {state} in {out['seconds']['ddp']:.1f} s")
+    wait_for(cluster.released, 20, "the resources of the 2-slot trial")
+
+    # b: the second node dies while a trial runs there
+    t = time.monotonic()
+    length = 160
+    create(root, "failover", config(shared, trials=2, batches=length, sleep=0.05, restarts=3))
+    exp_id = 2
+
+    def on_node2_with_checkpoint() -> Optional[Dict[str, Any]]:
+        for trial in trials_of(exp_id):
+            runs = runs_in_logs(logs(trial["id"]))
+            if trial.get("latest_checkpoint_uuid") and runs and runs[-1]["nodes"].get(0) == cluster.node2_id:
+                return trial
+        return None
+
+    victim = wait_for(on_node2_with_checkpoint, 180, "a trial with a checkpoint on the second node", interval=0.5)
+    before = runs_in_logs(logs(victim["id"]))[-1]["batches"]
+    killed = kill_tree(cluster.node2.pid)
+    killed_at = time.monotonic()
+    log(f"killed {killed} processes of the second node; trial {victim['id']} had trained {max(before or [0])} batches")
+    state = wait_experiment(exp_id, 300)
+    out["failover"] = {"state": state, "victim": victim["id"], "killed_processes": killed,
+                       "trials": trials_of(exp_id), "length": length,
+                       "runs": {t["id"]: runs_in_logs(logs(t["id"])) for t in trials_of(exp_id)},
+                       "recovery_seconds": time.monotonic() - killed_at,
+                       "alive_nodes": [n["NodeID"] for n in cluster.alive()]}
+    out["seconds"]["failover"] = time.monotonic() - t
+    log(f"failover: {state} in {out['seconds']['failover']:.1f} s")
+
+
+def main() -> int:
+    scenario, out_path, root = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+    if os.getpid() != 1:
+        print("run me as PID 1 of a private namespace (see the docstring)", file=sys.stderr)
+        return 2
+    os.environ["DET_MASTER"] = MASTER
+    os.environ["XDG_CONFIG_HOME"] = str(root / "config")  # the client's token cache, private to this run
+    os.environ["DET_RAY_CHECK_TIMEOUT_S"] = "60"  # the storage check's first Ray workers start on a busy machine
+    # Ray notices a dead node after health_check_failure_threshold missed checks (default 5 x 3 s).
+    os.environ.update({"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+                       "RAY_health_check_failure_threshold": "3"})
+    out: Dict[str, Any] = {"scenario": scenario}
+    try:
+        {"spread": spread, "failover": failover}[scenario](root, out)
+        out["ok"] = True
+    except BaseException as e:  # the test reads the failure from the JSON
+        out["ok"] = False
+        out["error"] = f"{e.__class__.__name__}: {e}\n{traceback.format_exc()}"
+        log(out["error"])
+    master_log = root / "master.log"
+    if master_log.exists():
+        out["master_log_tail"] = master_log.read_text()[-6000:]
+    out["total_seconds"] = time.monotonic() - T0
+    out_path.write_text(json.dumps(out, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

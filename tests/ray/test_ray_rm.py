@@ -1,0 +1,191 @@
+"""The Ray resource manager against a real Ray cluster of two nodes, in a private network and PID namespace.
+
+Each scenario (tests/ray/_ray_scenario.py) runs once as PID 1 of `unshare -n -p -f --mount-proc`: every
+Ray process, the master and the trials it started end with it. The tests here read what it recorded.
+"""
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+SCENARIO_TIMEOUT_S = 420
+DET = str(pathlib.Path(sys.executable).parent / "det")
+
+
+def _namespaces_usable() -> str:
+    if os.geteuid() != 0:
+        return "needs root for `unshare -n -p -f --mount-proc` (a private network and PID namespace)"
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "needs `unshare` (util-linux) and `ip` (iproute2)"
+    probe = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"`unshare -n -p -f --mount-proc` is not allowed here: {probe.stderr.strip()}"
+    return ""
+
+
+SKIP_REASON = _namespaces_usable()
+needs_namespaces = pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)
+pytest.importorskip("ray", reason="the Ray resource manager needs `pip install 'determined-revived[ray]'`")
+
+
+def run_scenario(name: str, tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    root = tmp_path_factory.mktemp(f"ray-{name}")
+    out = root / "out.json"
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
+               DET_DATA_DIR=str(root / "data"), PYTHONUNBUFFERED="1")
+    env.pop("DET_MASTER", None)
+    env.pop("RAY_ADDRESS", None)
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c",
+         f'ip link set lo up && exec "{sys.executable}" "{HERE / "_ray_scenario.py"}" {name} "{out}" "{root}"'],
+        env=env, capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_S)
+    seconds = time.monotonic() - started
+    print(proc.stdout[-4000:])
+    assert out.exists(), f"the scenario wrote nothing (exit {proc.returncode}): {proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    result = json.loads(out.read_text())
+    result["wall_seconds"] = seconds
+    print(f"scenario {name}: {seconds:.1f} s in all; phases: " +
+          ", ".join(f"{k} {v:.1f} s" for k, v in (result.get("seconds") or {}).items()))
+    assert result["ok"], f"scenario {name} failed: {result.get('error')}\nmaster log:\n{result.get('master_log_tail')}"
+    if result.get("ray_temp"):  # the Ray session's logs; kept when the scenario failed
+        shutil.rmtree(result["ray_temp"], ignore_errors=True)
+    return result
+
+
+@pytest.fixture(scope="module")
+def spread(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    return run_scenario("spread", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def failover(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    return run_scenario("failover", tmp_path_factory)
+
+
+def _rank0_nodes(runs: List[Dict[str, Any]]) -> List[str]:
+    return [run["nodes"]["0"] if "0" in run["nodes"] else run["nodes"][0] for run in runs]
+
+
+# ------------------------------------------------------------------ without a cluster
+
+
+def test_unreachable_cluster_is_one_clear_line(tmp_path: pathlib.Path) -> None:
+    proc = subprocess.run([DET, "master", "up", "--resource-manager", "ray", "--ray-address", "127.0.0.1:1",
+                           "--port", "0", "--data-dir", str(tmp_path / "data")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "cannot reach the Ray cluster at 127.0.0.1:1" in proc.stderr
+    assert "--ray-address" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_ray_options_need_the_ray_resource_manager(tmp_path: pathlib.Path) -> None:
+    proc = subprocess.run([DET, "master", "up", "--ray-address", "127.0.0.1:6379", "--data-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "--ray-address need(s) --resource-manager ray" in proc.stderr
+    config = tmp_path / "master.yaml"
+    config.write_text("resource_manager: ray\nray_address: 127.0.0.1:1\nray_cpus_per_slot: 0\n")
+    proc = subprocess.run([DET, "master", "up", "--config", str(config), "--data-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "--ray-cpus-per-slot must be a positive number" in proc.stderr
+
+
+# ------------------------------------------------------------------ scenario `spread`: a, d, e
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_startup_prints_the_cluster_slots(spread: Dict[str, Any]) -> None:
+    head = spread["master_log_head"]
+    assert "Connected to the Ray cluster at 127.0.0.1:" in head
+    assert "slots: 4 cpu slot(s) on 2 Ray node(s)" in head
+    assert spread["slots"]["total"] == 4 and spread["slots"]["kind"] == "cpu"
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_four_trials_spread_over_both_nodes_and_complete(spread: Dict[str, Any]) -> None:
+    four = spread["four"]
+    assert four["state"] == "COMPLETED"
+    assert len(four["trials"]) == 4 and all(t["state"] == "COMPLETED" for t in four["trials"])
+    assert all(t["total_batches"] == 20 and t["latest_validation"] for t in four["trials"])
+    nodes = [node for runs in four["runs"].values() for node in _rank0_nodes(runs)]
+    print(f"runs per node: head {nodes.count(spread['nodes']['head'])}, "
+          f"node2 {nodes.count(spread['nodes']['node2'])}")
+    assert set(nodes) == {spread["nodes"]["head"], spread["nodes"]["node2"]}
+    completed = [c for c in four["checkpoints"] if c["state"] == "COMPLETED"]
+    assert {c["trial_id"] for c in completed} == {t["id"] for t in four["trials"]}
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_pause_releases_activate_resumes_kill_releases(spread: Dict[str, Any]) -> None:
+    paused, pause = spread["paused"], spread["pause"]
+    assert spread["pause_held_pgs"] == 1
+    assert paused["state"] == "PAUSED" and paused["live_pgs"] == 0
+    assert paused["available"]["CPU"] == paused["total"]["CPU"] == 4
+    runs = pause["runs"]
+    assert len(runs) >= 2
+    checkpointed = pause["trial_at_pause"]["total_batches"]
+    first_batch_after = runs[-1]["batches"][0]
+    print(f"pause at {max(runs[0]['batches'])} batches, checkpoint at {checkpointed}, resumed at {first_batch_after}")
+    assert checkpointed > 0 and first_batch_after == checkpointed + 1
+    assert pause["state"] == "CANCELED" and pause["live_pgs_after_kill"] == 0
+    assert pause["available_after_kill"]["CPU"] == pause["total"]["CPU"]
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_submission_refuses_what_cannot_run_on_the_cluster(spread: Dict[str, Any]) -> None:
+    bad, too_big = spread["bad_storage"], spread["too_big"]
+    assert bad["rc"] != 0
+    assert spread["nodes"]["node2"] in bad["output"] and "is not the same directory on Ray node" in bad["output"]
+    assert "S3" in bad["output"] and "shared file system" in bad["output"]
+    assert spread["nodes"]["head"] not in bad["output"]  # the head sees the master's directory
+    assert too_big["rc"] != 0
+    assert "5 slots per trial, but the Ray cluster has only 4 cpu slot(s)" in too_big["output"]
+    assert spread["experiments_after_refusals"] == []
+
+
+# ------------------------------------------------------------------ scenario `failover`: b, c
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_two_slot_trial_trains_across_both_nodes(failover: Dict[str, Any]) -> None:
+    ddp = failover["ddp"]
+    assert ddp["state"] == "COMPLETED" and ddp["trial"]["total_batches"] == 10
+    placements = [line for line in ddp["logs"] if "[ray] run " in line and " on node " in line]
+    nodes = {line.rsplit("(node id ", 1)[1].rstrip(")") for line in placements}
+    assert nodes == {failover["nodes"]["head"], failover["nodes"]["node2"]}
+    ranks = [line for line in ddp["logs"] if "[det-test] rank" in line]
+    assert any("[rank 0] [det-test] rank 0 of 2" in line and "cross_rank 0 of 2 backend gloo" in line for line in ranks)
+    assert any("[rank 1] [det-test] rank 1 of 2" in line and "cross_rank 1 of 2 backend gloo" in line for line in ranks)
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_a_dead_node_s_trials_finish_on_the_head(failover: Dict[str, Any]) -> None:
+    result = failover["failover"]
+    head, node2 = failover["nodes"]["head"], failover["nodes"]["node2"]
+    assert result["state"] == "COMPLETED"
+    assert node2 not in result["alive_nodes"]
+    victim = next(t for t in result["trials"] if t["id"] == result["victim"])
+    runs = result["runs"][str(victim["id"])]
+    assert victim["restarts"] >= 1 and victim["state"] == "COMPLETED"
+    assert _rank0_nodes(runs)[0] == node2 and _rank0_nodes(runs)[-1] == head
+    resumed_at = runs[-1]["batches"][0]
+    # Batches the lost run trained past the checkpoint it resumed from (as far as its logs came back).
+    redone = max(runs[0]["batches"]) - (resumed_at - 1)
+    print(f"failover: {result['killed_processes']} processes killed, restarts {victim['restarts']}, "
+          f"resumed at batch {resumed_at}, batches redone {redone} of {result['length']}, "
+          f"recovered in {result['recovery_seconds']:.1f} s")
+    assert resumed_at > 1 and 0 <= redone < result["length"]
