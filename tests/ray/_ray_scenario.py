@@ -7,7 +7,8 @@ the `det` CLI, and writes what it saw to OUT.json. Everything it started ends wi
 when its PID 1 exits), so it never needs `ray stop`.
 
 SCENARIO `spread` (2 CPUs per node; the second node has a tmpfs over DIR/private): submission errors, an
-experiment of 4 trials over both nodes, pause / activate / kill releasing the placement groups.
+experiment of 6 trials on 4 slots over both nodes (the last two reuse finished runs),
+pause / activate / kill releasing the placement groups.
 SCENARIO `failover` (1 CPU per node): a 2-slot trial with one rank per node (gloo across nodes), then the
 second node killed while a trial runs there.
 """
@@ -258,9 +259,9 @@ def spread(root: pathlib.Path, out: Dict[str, Any]) -> None:
     out["seconds"]["refusals"] = time.monotonic() - t
     log(f"refusals: rc {bad_storage.returncode}, {too_big.returncode}")
 
-    # a: 4 trials of 1 slot over both nodes
+    # a: 6 trials of 1 slot over both nodes' 4 slots: the last 2 start in finished runs' actors (reuse)
     t = time.monotonic()
-    create(root, "four", config(shared, trials=4, batches=20, sleep=0.05))
+    create(root, "four", config(shared, trials=6, batches=20, sleep=0.05))
     exp_id = 1
     seen_nodes = set()
 
@@ -272,9 +273,10 @@ def spread(root: pathlib.Path, out: Dict[str, Any]) -> None:
     wait_for(spread_seen, 240, "the 4-trial experiment", interval=1.0)
     out["four"] = {"state": exp_state(exp_id), "trials": trials_of(exp_id),
                    "checkpoints": api().get(f"/experiments/{exp_id}/checkpoints")["checkpoints"],
-                   "runs": {t["id"]: runs_in_logs(logs(t["id"])) for t in trials_of(exp_id)}}
+                   "runs": {t["id"]: runs_in_logs(logs(t["id"])) for t in trials_of(exp_id)},
+                   "reuses": (root / "master.log").read_text().count("reuses the placement group and actors")}
     out["seconds"]["four_trials"] = time.monotonic() - t
-    log(f"4 trials: {out['four']['state']} in {out['seconds']['four_trials']:.1f} s")
+    log(f"6 trials: {out['four']['state']} in {out['seconds']['four_trials']:.1f} s")
     wait_for(cluster.released, 20, "the resources of the finished experiment")
 
     # d: pause releases, activate resumes from the checkpoint, kill releases

@@ -112,10 +112,12 @@ def test_startup_prints_the_cluster_slots(spread: Dict[str, Any]) -> None:
 
 @pytest.mark.slow
 @needs_namespaces
-def test_four_trials_spread_over_both_nodes_and_complete(spread: Dict[str, Any]) -> None:
-    four = spread["four"]
+def test_trials_spread_over_both_nodes_reuse_finished_runs_and_complete(spread: Dict[str, Any]) -> None:
+    four = spread["four"]  # 6 trials on 4 slots
     assert four["state"] == "COMPLETED"
-    assert len(four["trials"]) == 4 and all(t["state"] == "COMPLETED" for t in four["trials"])
+    assert len(four["trials"]) == 6 and all(t["state"] == "COMPLETED" for t in four["trials"])
+    print(f"runs started in a finished run's placement group and actors: {four['reuses']}")
+    assert four["reuses"] >= 1
     assert all(t["total_batches"] == 20 and t["latest_validation"] for t in four["trials"])
     nodes = [node for runs in four["runs"].values() for node in _rank0_nodes(runs)]
     print(f"runs per node: head {nodes.count(spread['nodes']['head'])}, "

@@ -5,11 +5,12 @@ a trial's placement group and runs one trial process (`python -m determined.exec
 own session. The process dies with the actor (PR_SET_PDEATHSIG from a thread that outlives it) and its
 whole process group is SIGKILLed by `kill_group`. Its stdout and stderr lines are buffered here and handed
 to the master through `drain`, a long poll (the actor is threaded, so `drain` and `kill_group` can wait at
-the same time).
+the same time). The master may keep a worker whose process exited 0 for the next run of the same size.
 
 This module imports nothing from Ray at import time, so the master's package stays importable without it.
 """
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -60,6 +61,8 @@ class RankWorker:
         self._start_error: Optional[str] = None
         self._readers: List[threading.Thread] = []
         self._work_dir: Optional[str] = None
+        self._run: Optional[str] = None  # the allocation id of the run whose process this worker started last
+        self._idle: Optional["subprocess.Popen[bytes]"] = None  # a prestarted harness for the next run
 
     def where(self) -> Dict[str, Any]:
         """This rank's node: id, IP, the GPU ids of its bundle, and two free ports (the chief's rendezvous)."""
@@ -79,51 +82,122 @@ class RankWorker:
             "pid": os.getpid(),
         }
 
-    def start(self, command: Sequence[str], env_updates: Dict[str, str]) -> int:
-        """Start the trial process; its pid. `command[0]` "python" means this worker's own interpreter."""
-        argv = list(command)
-        if argv and argv[0] == "python":
-            argv[0] = sys.executable
-        env = dict(os.environ)
-        for name in _RANK_VARIABLES:
-            env.pop(name, None)
-        env.update(env_updates)
-        env["PYTHONUNBUFFERED"] = "1"
-        self._work_dir = tempfile.mkdtemp(prefix=f"det-ray-{env_updates.get('DET_ALLOCATION_ID', 'run')}-")
-        started = threading.Event()
+    def start(self, command: Sequence[str], env_updates: Dict[str, str],
+              prestart: Optional[Sequence[str]] = None) -> int:
+        """Start the trial process; its pid. `command[0]` "python" means this worker's own interpreter.
 
-        def spawn() -> None:
-            # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, so this thread forks the
-            # child and then lives exactly as long as it.
+        A worker kept for reuse starts the next run's process after the previous one exited and was drained.
+        With `prestart` (`python -m determined.exec.prestart`, which runs the harness like `command`), the
+        worker also keeps one prestarted harness process ready for its next run, and uses it when it has one.
+        """
+        with self._cond:
+            if self._proc is not None and self._exit_code is None:
+                raise RuntimeError("this worker's previous trial process still runs")
+            self._lines, self._proc, self._exit_code, self._start_error = [], None, None, None
+            self._run = env_updates.get("DET_ALLOCATION_ID")
+            self._cond.notify_all()
+        base = self._base_env()
+        env = dict(base)
+        env.update(env_updates)
+        self._work_dir = tempfile.mkdtemp(prefix=f"det-ray-{env_updates.get('DET_ALLOCATION_ID', 'run')}-")
+        proc = self._take_prestarted(env, self._work_dir)
+        if proc is None:
+            argv = list(command)
+            if argv and argv[0] == "python":
+                argv[0] = sys.executable
             try:
-                proc = subprocess.Popen(
-                    argv, cwd=self._work_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, start_new_session=True,
-                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-                )
+                proc = self._fork(argv, env, self._work_dir, subprocess.DEVNULL, trial=True)
             except OSError as e:
                 with self._cond:
                     self._start_error = f"cannot start {argv[0]!r}: {e.strerror or e}"
                     self._exit_code = 127
                     self._cond.notify_all()
+                raise RuntimeError(self._start_error) from None
+        if prestart and self._idle is None:
+            argv = list(prestart)
+            if argv and argv[0] == "python":
+                argv[0] = sys.executable
+            try:
+                self._idle = self._fork(argv, base, tempfile.gettempdir(), subprocess.PIPE, trial=False)
+            except OSError:
+                self._idle = None  # the next run starts its process itself
+        return proc.pid
+
+    @staticmethod
+    def _base_env() -> Dict[str, str]:
+        env = dict(os.environ)
+        for name in _RANK_VARIABLES:
+            env.pop(name, None)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def _fork(self, argv: List[str], env: Dict[str, str], cwd: str, stdin: int,
+              trial: bool) -> "subprocess.Popen[bytes]":
+        """Start a process (the trial's when `trial`, else a prestarted one) from a thread that lives as long
+        as it: PR_SET_PDEATHSIG fires when the *thread* that forked the child ends."""
+        result: Dict[str, Any] = {}
+        started = threading.Event()
+
+        def hold() -> None:
+            try:
+                proc = subprocess.Popen(
+                    argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                )
+            except OSError as e:
+                result["error"] = e
                 started.set()
                 return
-            self._proc = proc
-            self._readers = [self._reader("stdout", proc.stdout), self._reader("stderr", proc.stderr)]
+            result["proc"] = proc
+            if trial:
+                with self._cond:
+                    self._proc = proc
+                    self._readers = [self._reader("stdout", proc.stdout), self._reader("stderr", proc.stderr)]
             started.set()
-            code = proc.wait()
-            for reader in self._readers:
-                reader.join(timeout=5.0)
-            with self._cond:
+            self._exited(proc, proc.wait())
+
+        threading.Thread(target=hold, name="det-trial-process", daemon=True).start()
+        started.wait()
+        if "error" in result:
+            raise result["error"]
+        return result["proc"]
+
+    def _exited(self, proc: "subprocess.Popen[bytes]", code: int) -> None:
+        with self._cond:
+            mine = proc is self._proc
+            readers = list(self._readers) if mine else []
+            if not mine and proc is self._idle:  # a prestarted process that died while it waited
+                self._idle = None
+        if not mine:
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
+            return
+        for reader in readers:
+            reader.join(timeout=5.0)
+        with self._cond:
+            if proc is self._proc:
                 self._exit_code = 128 - code if code < 0 else code
                 self._cond.notify_all()
 
-        threading.Thread(target=spawn, name="det-trial-process", daemon=True).start()
-        started.wait()
-        if self._start_error is not None:
-            raise RuntimeError(self._start_error)
-        assert self._proc is not None
-        return self._proc.pid
+    def _take_prestarted(self, env: Dict[str, str], cwd: str) -> "Optional[subprocess.Popen[bytes]]":
+        """The prestarted process, now running the harness with `env` in `cwd`; None when there is none."""
+        with self._cond:
+            proc, self._idle = self._idle, None
+            if proc is None or proc.poll() is not None:
+                return None
+            self._proc = proc
+            self._readers = [self._reader("stdout", proc.stdout), self._reader("stderr", proc.stderr)]
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps({"env": env, "cwd": cwd}).encode() + b"\n")
+            proc.stdin.close()
+        except OSError:  # it died just now: its exit (a kill) is this run's, which the master restarts
+            pass
+        return proc
 
     def _reader(self, stream: str, pipe: Optional[IO[bytes]]) -> threading.Thread:
         def read() -> None:
@@ -139,11 +213,21 @@ class RankWorker:
         thread.start()
         return thread
 
-    def drain(self, timeout: float) -> Tuple[List[Line], Optional[int]]:
-        """Wait up to `timeout` s for output; the lines so far and, once every line is out, the exit code."""
+    def drain(self, timeout: float, run: Optional[str] = None) -> Tuple[List[Line], Optional[int]]:
+        """Wait up to `timeout` s for output; the lines so far and, once every line is out, the exit code.
+
+        With `run` (an allocation id), only that run's output and exit count: a drain that arrives before its
+        `start` (calls to a threaded actor may run in any order) waits for it rather than report the previous run.
+        """
+        deadline = time.monotonic() + timeout
         with self._cond:
+            while run is not None and self._run != run:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return [], None
+                self._cond.wait(left)
             if not self._lines and self._exit_code is None:
-                self._cond.wait(timeout)
+                self._cond.wait(max(0.0, deadline - time.monotonic()))
             lines, self._lines = self._lines[:MAX_LINES_PER_DRAIN], self._lines[MAX_LINES_PER_DRAIN:]
             code = self._exit_code if not self._lines else None
         if code is not None and self._work_dir is not None:

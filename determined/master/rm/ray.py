@@ -6,12 +6,18 @@ starts one rank of the trial (`python -m determined.exec.harness`) with the tria
 ranks, ordered by node so that LOCAL_RANK, GROUP_RANK and DET_CROSS_* are right across nodes; rank 0's
 node and two free ports there are the rendezvous (MASTER_ADDR/PORT, DET_CHIEF_IP/PORT). Output comes back
 through one outstanding long-poll call per actor. Nothing here blocks the scheduler: every call is
-collected later with `ray.wait(..., timeout=0)`.
+collected later with `ray.wait(..., timeout=0)`, and `exit_listener` (set by the master to wake its
+scheduler) is called as soon as a call it waits on finishes: a placement, an actor's answer, a rank's exit.
 
 A run ends when all its ranks exited 0, or when one rank exits non-zero, its actor dies or its node goes
 away: the other ranks are killed and the run is reported with a non-zero code (137 for a lost actor or
-node), so the master restarts the trial from its latest checkpoint, on whatever nodes have room. The
-placement group and the actors of a run that ended are always removed.
+node), so the master restarts the trial from its latest checkpoint, on whatever nodes have room.
+
+The placement group and the actors of a run whose ranks all exited 0 on their own (not preempted, not
+killed) are kept for REUSE_S seconds, counted as free slots, like Ray Tune's reuse_actors: the next launch
+of the same size takes them instead of waiting for a new placement group and new actor processes. They are
+removed when not reused in time, when their node dies, when a launch of another size needs room, and at
+once by `kill_all`. Every other run's placement group and actors are removed when it ends.
 """
 import dataclasses
 import datetime
@@ -24,19 +30,23 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from determined import errors
 from determined.master.rm import _ray_worker
 from determined.master.rm.base import LogSink
+from determined.master.rm.local import PRESTART_ENV
 
 logger = logging.getLogger("determined.master")
 
 RAY_MISSING = "the Ray resource manager needs the ray package: pip install 'determined-revived[ray]'"
 DEFAULT_TRIAL_COMMAND: Tuple[str, ...] = ("python", "-m", "determined.exec.harness")  # the node's own python
+# What each actor keeps ready for its next run (determined/exec/prestart.py): the harness, already imported.
+PRESTART_COMMAND: Tuple[str, ...] = ("python", "-m", "determined.exec.prestart")
 LOST_CODE = 137  # exit code of a run whose actor or node died
 DRAIN_WAIT_S = 1.0
 VIEW_REFRESH_S = 1.0
+REUSE_S = 1.0  # how long a finished run's placement group and actors wait for the next launch of its size
 STOP_GRACE_S = 5.0  # how long killed ranks get to report their exit before their actors are removed
 CHIEF_DONE_GRACE_S = 60.0  # after the chief exited 0, how long the other ranks may take
 # How long the storage check waits for every node (DET_RAY_CHECK_TIMEOUT_S overrides it).
@@ -169,6 +179,19 @@ class RayRun:
     stop_deadline: Optional[float] = None
     chief_done_at: Optional[float] = None
     exit_code: Optional[int] = None
+    reused: bool = False  # its placement group and actors are a finished run's
+
+
+@dataclasses.dataclass
+class _IdlePool:
+    """The placement group and actors of a finished run, kept until `until` for the next launch of its size."""
+
+    pg: Any
+    actors: List[Any]
+    rank_nodes: List[str]
+    node_ips: List[str]
+    slots: List[str]
+    until: float
 
 
 def _env_seconds(name: str, default: float) -> float:
@@ -234,9 +257,17 @@ class RayResourceManager:
         self.cpus_per_slot = float(cpus_per_slot)
         self.trial_host = trial_host
         self.trial_command = list(trial_command) if trial_command else list(DEFAULT_TRIAL_COMMAND)
+        # An actor kept for the next run has that run's harness process ready, unless DET_HARNESS_PRESTART=0
+        # or the trial command is not the harness.
+        self.prestart_command: Optional[List[str]] = (
+            list(PRESTART_COMMAND) if self.trial_command == list(DEFAULT_TRIAL_COMMAND)
+            and os.environ.get(PRESTART_ENV, "").strip() != "0" else None)
         self.storage_check_timeout = (storage_check_timeout if storage_check_timeout is not None
                                       else _env_seconds("DET_RAY_CHECK_TIMEOUT_S", STORAGE_CHECK_TIMEOUT_S))
         self._runs: Dict[str, RayRun] = {}
+        self._idle: List[_IdlePool] = []
+        # Called (from a Ray thread) when a call the scheduler waits on finishes; the master sets it.
+        self.exit_listener: Optional[Callable[[], None]] = None
         self._view_lock = threading.Lock()
         self._view_at = -1e9
         self._alive: Dict[str, Dict[str, Any]] = {}
@@ -387,15 +418,53 @@ class RayResourceManager:
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
                master_url: str) -> RayRun:
-        """Ask Ray for a placement group of `slots_needed` slots; the run starts once it is placed."""
-        pg = self._placement_group([self._bundle() for _ in range(slots_needed)], strategy="PACK",
-                                   name=f"det-{allocation_id}")
-        run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), pg)
-        run.ready_ref = pg.ready()
+        """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed."""
+        run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None)
+        pool = next((p for p in self._idle if len(p.actors) == slots_needed
+                     and not any(node in self._dead for node in p.rank_nodes)), None)
+        if pool is not None:
+            self._idle.remove(pool)
+            run.pg, run.actors, run.rank_nodes, run.node_ips, run.slots = (
+                pool.pg, pool.actors, pool.rank_nodes, pool.node_ips, pool.slots)
+            run.reused = True
+            run.where_ref = self._watch(run.actors[0].where.remote())
+            run.state = "placing"
+            self._runs[allocation_id] = run
+            logger.info("trial %s: run %s reuses the placement group and actors of a finished run on %s %s slot(s)",
+                        trial_id, allocation_id, slots_needed, self.slots.kind)
+            return run
+        self._release_idle()  # their resources may be what the new placement group needs
+        self._new_placement_group(run)
         self._runs[allocation_id] = run
         logger.info("trial %s: run %s waits for a placement group of %s %s slot(s)", trial_id, allocation_id,
                     slots_needed, self.slots.kind)
         return run
+
+    def _new_placement_group(self, run: RayRun) -> None:
+        run.pg = self._placement_group([self._bundle() for _ in range(run.slots_needed)], strategy="PACK",
+                                       name=f"det-{run.allocation_id}")
+        run.ready_ref = self._watch(run.pg.ready())
+        run.state = "pending"
+
+    def _watch(self, ref: Any) -> Any:
+        """`ref`, which calls `exit_listener` when it finishes (a drain only when its rank exited)."""
+        def done(future: Any) -> None:
+            listener = self.exit_listener
+            if listener is None:
+                return
+            try:
+                value = future.result()
+                if isinstance(value, tuple) and len(value) == 2 and value[1] is None:
+                    return  # a drain that only brought output: the next tick takes it
+            except Exception:
+                pass
+            listener()
+
+        try:
+            ref.future().add_done_callback(done)
+        except Exception as e:  # the scheduler then sees it at its next poll
+            logger.debug("cannot watch a Ray call: %s", e)
+        return ref
 
     def _trial_url(self, master_url: str) -> str:
         if not self.trial_host:
@@ -428,7 +497,7 @@ class RayResourceManager:
             run.rank_nodes.append(node)
             run.node_ips.append(ip)
             run.slots.append(f"{ip}/{bundle}")
-        run.where_ref = run.actors[0].where.remote()
+        run.where_ref = self._watch(run.actors[0].where.remote())
         run.state = "placing"
 
     def _start(self, run: RayRun, chief: Dict[str, Any]) -> None:
@@ -469,8 +538,8 @@ class RayResourceManager:
             self._log(run, rank, "stdout",
                       f"[ray] run {run.allocation_id}: rank {rank} on node {run.node_ips[rank]} (node id {node})",
                       time.time())
-            run.start_refs[rank] = actor.start.remote(self.trial_command, env)
-            run.drain_refs[rank] = actor.drain.remote(DRAIN_WAIT_S)
+            run.start_refs[rank] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command))
+            run.drain_refs[rank] = self._watch(actor.drain.remote(DRAIN_WAIT_S, run.allocation_id))
         run.state = "running"
         logger.info("trial %s: run %s started on Ray node(s) %s; it reaches the master at %s", run.trial_id,
                     run.allocation_id, ", ".join(f"{ip} ({n[:8]})" for ip, n in zip(run.node_ips, run.rank_nodes)),
@@ -532,7 +601,7 @@ class RayResourceManager:
                 for ts, stream, line in lines:
                     self._log(run, rank, stream, line, ts)
                 if code is None:
-                    run.drain_refs[rank] = run.actors[rank].drain.remote(DRAIN_WAIT_S)
+                    run.drain_refs[rank] = self._watch(run.actors[rank].drain.remote(DRAIN_WAIT_S, run.allocation_id))
                 else:
                     del run.drain_refs[rank]
                     run.exit_codes.setdefault(rank, int(code))
@@ -548,6 +617,15 @@ class RayResourceManager:
         if kind == "where":
             run.where_ref = None
         text = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
+        if kind == "where" and run.reused and run.state == "placing" and not run.killed:
+            # A kept actor died while it waited: this run gets a new placement group, not a failure.
+            logger.info("trial %s: the kept actors of run %s are gone (%s); it waits for a new placement group",
+                        run.trial_id, run.allocation_id, text)
+            self._release(run.pg, run.actors)
+            run.actors, run.rank_nodes, run.node_ips, run.slots = [], [], [], []
+            run.reused = False
+            self._new_placement_group(run)
+            return
         if kind == "start" and isinstance(error, ray_errors.RayTaskError):
             self._log(run, rank, "stderr", f"[ray] {text}", time.time())
             run.exit_codes.setdefault(rank, 127)
@@ -589,18 +667,37 @@ class RayResourceManager:
             if rank not in run.exit_codes:
                 run.kill_refs[rank] = actor.kill_group.remote()
 
-    def _finish(self, run: RayRun, code: int) -> None:
-        """Remove the run's actors and placement group; it is reported as exited with `code`."""
-        for actor in run.actors:
+    def _release(self, pg: Any, actors: Sequence[Any]) -> None:
+        """Kill the actors and remove the placement group."""
+        for actor in actors:
             try:
                 self._ray.kill(actor, no_restart=True)
             except Exception:
                 pass
+        if pg is None:
+            return
         try:
-            self._remove_placement_group(run.pg)
+            self._remove_placement_group(pg)
         except Exception as e:
-            logger.warning("trial %s: could not remove the placement group of run %s: %s", run.trial_id,
-                           run.allocation_id, e)
+            logger.warning("could not remove the placement group %s: %s", getattr(pg, "id", pg), e)
+
+    def _release_idle(self, *, expired_only: bool = False) -> None:
+        now = time.monotonic()
+        for pool in list(self._idle):
+            if (not expired_only or now > pool.until or any(node in self._dead for node in pool.rank_nodes)):
+                self._idle.remove(pool)
+                self._release(pool.pg, pool.actors)
+
+    def _finish(self, run: RayRun, code: int) -> None:
+        """Release (or keep for reuse) the run's actors and placement group; it is reported as exited with `code`."""
+        reusable = (code == 0 and run.state == "running" and not run.killed and run.preempt_deadline is None
+                    and len(run.exit_codes) == run.slots_needed and set(run.exit_codes.values()) == {0}
+                    and not any(node in self._dead for node in run.rank_nodes))
+        if reusable:
+            self._idle.append(_IdlePool(run.pg, list(run.actors), list(run.rank_nodes), list(run.node_ips),
+                                        list(run.slots), time.monotonic() + REUSE_S))
+        else:
+            self._release(run.pg, run.actors)
         run.exit_code = code
         run.start_refs.clear()
         run.drain_refs.clear()
@@ -610,6 +707,7 @@ class RayResourceManager:
         """Runs that ended, as (trial id, allocation id, exit code); their Ray resources are released."""
         self._refresh()
         self._collect()
+        self._release_idle(expired_only=True)
         exited = []
         for allocation_id, run in list(self._runs.items()):
             if run.exit_code is None:
@@ -648,6 +746,7 @@ class RayResourceManager:
             self._decide(run)
 
     def kill_all(self) -> None:
+        self._release_idle()
         for allocation_id in list(self._runs):
             self.kill(allocation_id)
 
