@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.e2e._helpers import EXAMPLE, det, det_json, harness_pids, in_process, small_config, wait_for
+from tests.e2e._helpers import EXAMPLE, copy_example, det, det_json, harness_pids, in_process, small_config, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -122,15 +122,23 @@ def test_sigkilled_trial_restarts_from_checkpoint(tmp_path: pathlib.Path) -> Non
 
 
 def test_ctrl_c_pauses_and_activate_resumes(tmp_path: pathlib.Path) -> None:
+    # The example's trial with 10 ms of sleep per batch: 800 batches take at least 8 s however fast the machine,
+    # and the pause lands a second or two after the first report.
+    model = copy_example(tmp_path)
+    (model / "slow_def.py").write_text(
+        "import time\n\nfrom model_def import DigitsTrial\n\n\n"
+        "class SlowDigitsTrial(DigitsTrial):\n"
+        "    def train_batch(self, batch, epoch_idx, batch_idx):\n"
+        "        time.sleep(0.01)\n"
+        "        return super().train_batch(batch, epoch_idx, batch_idx)\n")
     cfg = small_config(
         tmp_path, "const.yaml",
-        # The pause lands a second or two after the first report: a few hundred batches at 1-8 ms a batch, so
-        # 4000 batches leave a wide margin on a fast or a loaded machine.
-        searcher={"max_length": {"batches": 4000}},
-        min_validation_period={"batches": 2000},
+        entrypoint="slow_def:SlowDigitsTrial",
+        searcher={"max_length": {"batches": 800}},
+        min_validation_period={"batches": 400},
         scheduling_unit=10,
     )
-    proc = _start(cfg, EXAMPLE)
+    proc = _start(cfg, model)
     try:
         wait_for(lambda: _trial().get("training_metrics"), timeout=180, what="training to start")
         proc.send_signal(signal.SIGINT)
@@ -144,13 +152,14 @@ def test_ctrl_c_pauses_and_activate_resumes(tmp_path: pathlib.Path) -> None:
     assert exp["state"] == "PAUSED"
     paused = _trial()
     assert paused["checkpoints"], "pausing checkpoints first"
-    assert 0 < paused["checkpoints"][-1]["steps_completed"] < 4000
+    print(f"paused at batch {paused['checkpoints'][-1]['steps_completed']} of 800")
+    assert 0 < paused["checkpoints"][-1]["steps_completed"] < 800
     assert harness_pids(1) == []
 
     done = det("experiment", "activate", "1", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     trial = _trial()
-    assert trial["state"] == "COMPLETED" and trial["total_batches"] == 4000
+    assert trial["state"] == "COMPLETED" and trial["total_batches"] == 800
     assert trial["restarts"] == 0, "a pause is not a failure"
 
 
