@@ -75,10 +75,17 @@ def test_local_test_mode_stores_nothing(tmp_path: pathlib.Path) -> None:
     assert det_json("experiment", "list") == []
 
 
+def _default_sigint() -> None:
+    # A test run started in the background of a script inherits SIGINT ignored; `det` must see Ctrl-C as from
+    # a terminal.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(cfg: pathlib.Path, model: pathlib.Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "determined", "experiment", "create", str(cfg), str(model)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        preexec_fn=_default_sigint,
     )
 
 
@@ -141,6 +148,7 @@ def test_ctrl_c_pauses_and_activate_resumes(tmp_path: pathlib.Path) -> None:
     proc = _start(cfg, model)
     try:
         wait_for(lambda: _trial().get("training_metrics"), timeout=180, what="training to start")
+        print(f"Ctrl-C at batch {_trial().get('total_batches')} of 800")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
