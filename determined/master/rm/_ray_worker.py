@@ -178,6 +178,8 @@ class RankWorker:
             return
         for reader in readers:
             reader.join(timeout=5.0)
+        if self._work_dir:  # the run's working directory on this node goes with its process
+            shutil.rmtree(self._work_dir, ignore_errors=True)
         with self._cond:
             if proc is self._proc:
                 self._exit_code = 128 - code if code < 0 else code
