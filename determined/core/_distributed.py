@@ -13,6 +13,7 @@ import time
 from typing import Any, Dict, List, Optional, Protocol
 
 from determined import errors
+from determined.common import env_seconds
 
 logger = logging.getLogger("determined.core")
 
@@ -35,16 +36,7 @@ class Collectives(Protocol):
 
 def collective_timeout() -> float:
     """Seconds a collective waits for the other ranks: DET_COLLECTIVE_TIMEOUT_S, default 1800."""
-    raw = os.environ.get(TIMEOUT_ENV)
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise errors.DeterminedError(f"{TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
-    return value
+    return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
 
 
 class TCPCollectives:

@@ -239,8 +239,8 @@ class Master:
     def _run(self) -> None:
         # Trial processes are started from this thread (PR_SET_PDEATHSIG follows the thread that forked
         # them), so it lives until they are all gone.
-        if hasattr(self.rm, "exit_listener"):  # a run that ends is reaped at once, not at the next poll
-            self.rm.exit_listener = self.wake
+        assert self.rm is not None
+        self.rm.exit_listener = self.wake  # a run that ends is reaped at once, not at the next poll
         while not self._stop_requested.is_set():
             try:
                 self.tick()

@@ -1,6 +1,6 @@
 """The interface every resource manager gives the master (the local one and the Ray one)."""
 import datetime
-from typing import Any, Callable, Dict, List, Mapping, Protocol, Tuple, runtime_checkable
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple, runtime_checkable
 
 # Where a resource manager sends a trial's output: (trial id, time (UTC, naive), "stdout" | "stderr", line).
 LogSink = Callable[[int, datetime.datetime, str, str], None]
@@ -21,10 +21,12 @@ class ResourceManager(Protocol):
     `launch` must return at once (a run may still be starting); `poll_exited` reports each ended run once,
     as (trial id, allocation id, exit code), after its slots are free again. An optional
     `check_experiment(config) -> List[str]` returns the problems of a config that cannot run on this
-    resource manager's machines (the master refuses such an experiment at submission).
+    resource manager's machines (the master refuses such an experiment at submission). `exit_listener`, when
+    set, is called (from any thread) as soon as a run ends, so the master reaps it without waiting for a poll.
     """
 
     slots: SlotsInfo
+    exit_listener: Optional[Callable[[], None]]
 
     @property
     def total_slots(self) -> int: ...

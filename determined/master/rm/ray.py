@@ -33,6 +33,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from determined import errors
+from determined.common import env_seconds
 from determined.master.rm import _ray_worker
 from determined.master.rm.base import LogSink
 from determined.master.rm.local import PRESTART_ENV
@@ -194,19 +195,6 @@ class _IdlePool:
     until: float
 
 
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise errors.DeterminedError(f"{name}={raw!r} must be a positive number of seconds")
-    return value
-
-
 def _utc(ts: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).replace(tzinfo=None)
 
@@ -263,7 +251,7 @@ class RayResourceManager:
             list(PRESTART_COMMAND) if self.trial_command == list(DEFAULT_TRIAL_COMMAND)
             and os.environ.get(PRESTART_ENV, "").strip() != "0" else None)
         self.storage_check_timeout = (storage_check_timeout if storage_check_timeout is not None
-                                      else _env_seconds("DET_RAY_CHECK_TIMEOUT_S", STORAGE_CHECK_TIMEOUT_S))
+                                      else env_seconds("DET_RAY_CHECK_TIMEOUT_S", STORAGE_CHECK_TIMEOUT_S))
         self._runs: Dict[str, RayRun] = {}
         self._idle: List[_IdlePool] = []
         # Called (from a Ray thread) when a call the scheduler waits on finishes; the master sets it.
