@@ -18,6 +18,15 @@ logger = logging.getLogger("determined.core")
 # Session retries back off up to 3 s each: 23 retries keep trying for about a minute.
 MASTER_RETRIES = 23
 
+# The harness fetched the trial's context just before running the user's code in this process: the first
+# core.init() of that trial uses it instead of asking the master again.
+_prefetched_contexts: Dict[int, Dict[str, Any]] = {}
+
+
+def hand_over_trial_context(trial_id: int, answer: Dict[str, Any]) -> None:
+    """Called by the harness with its `GET /trials/{id}/context` answer, for the next core.init() of the trial."""
+    _prefetched_contexts[trial_id] = answer
+
 
 class Context:
     """Everything a trial process uses to talk to the platform: `distributed`, `train`, `checkpoint`,
@@ -186,7 +195,7 @@ def _make_remote_context(distributed: DistributedContext) -> Context:
     trial_id = _read_env_int("DET_TRIAL_ID")
     session = Session(master, os.environ.get("DET_SESSION_TOKEN") or None, retries=MASTER_RETRIES)
     try:
-        answer = session.get(f"/trials/{trial_id}/context")
+        answer = _prefetched_contexts.pop(trial_id, None) or session.get(f"/trials/{trial_id}/context")
         info = cluster_info_from_answer(answer, master)
         if os.environ.get("DET_ALLOCATION_ID"):
             info.allocation_id = os.environ["DET_ALLOCATION_ID"]

@@ -23,8 +23,8 @@ import httpx
 
 from determined import core, errors
 from determined.common import data_dir
-from determined.common.api import Session, make_url
-from determined.core._context import MASTER_RETRIES
+from determined.common.api import Session, http_client, make_url
+from determined.core._context import MASTER_RETRIES, hand_over_trial_context
 from determined.exec._model_def import extract_model_def
 
 logger = logging.getLogger("determined.harness")
@@ -37,7 +37,7 @@ SESSION_TIMEOUT_S = 60.0
 
 def make_http_client() -> httpx.Client:
     """The HTTP client of the harness's session, before the master's URL is known (`main(client=...)`)."""
-    return httpx.Client(timeout=SESSION_TIMEOUT_S)
+    return http_client(timeout=SESSION_TIMEOUT_S)
 
 
 def _setup_logging() -> None:
@@ -84,6 +84,7 @@ def _run_native_command(command: List[str]) -> None:
 
 def _run(session: Session, trial_id: int) -> None:
     context: Dict[str, Any] = session.get(f"/trials/{trial_id}/context")
+    hand_over_trial_context(trial_id, context)
     experiment_id = int(context["experiment_id"])
     config: Dict[str, Any] = context["config"]
     model_def = session.get(f"/experiments/{experiment_id}/model_def")

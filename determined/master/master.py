@@ -303,7 +303,11 @@ class Master:
                 logger.error("trial %s: could not start its process: %s", trial_id, e)
                 with self.write() as s:
                     allocations.process_exited(s, trial_id, allocation_id, 127)
-        # After the launches, so that a trial waiting for a slot does not also wait for this query.
+        # After the launches, so that a trial waiting for a slot does not also wait for this query; and a read
+        # first, so that the usual tick with nobody to release takes no write lock.
+        with self.read() as s:
+            if not scheduler.idle_trials(s):
+                return
         with self.write() as s:
             for trial in scheduler.release_idle_trials(s):
                 logger.info("trial %s: waiting for the search method; its slot goes to a trial with work", trial.id)

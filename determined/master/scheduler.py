@@ -71,6 +71,20 @@ def _may_grow(d: _Demand) -> bool:
     return True
 
 
+def idle_trials(s: Session) -> List[Trial]:
+    """Running trials that have no work (waiting for the search method) while a trial with work has no slot."""
+    has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id, SearcherOperation.completed.is_(False)).exists()
+    idle = list(s.scalars(select(Trial).where(
+        Trial.allocation_id.is_not(None), Trial.state == states.ACTIVE, Trial.close_requested.is_(False),
+        Trial.preempt_requested.is_(False), ~has_work)))
+    if not idle:  # the usual case, and a query over the running trials only
+        return []
+    active = select(Experiment.id).where(Experiment.state == states.ACTIVE)
+    starved = s.scalars(select(Trial.id).where(
+        Trial.experiment_id.in_(active), Trial.state == states.ACTIVE, Trial.allocation_id.is_(None), has_work).limit(1)).first()
+    return idle if starved is not None else []
+
+
 def release_idle_trials(s: Session) -> List[Trial]:
     """Ask running trials that have no work (waiting for the search method) to give their slots back.
 
@@ -79,15 +93,7 @@ def release_idle_trials(s: Session) -> List[Trial]:
     The released trials checkpointed when they finished their last operation; they start again when the
     search method gives them work.
     """
-    has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id, SearcherOperation.completed.is_(False)).exists()
-    active = select(Experiment.id).where(Experiment.state == states.ACTIVE)
-    starved = s.scalars(select(Trial.id).where(
-        Trial.experiment_id.in_(active), Trial.state == states.ACTIVE, Trial.allocation_id.is_(None), has_work).limit(1)).first()
-    if starved is None:
-        return []
-    idle = list(s.scalars(select(Trial).where(
-        Trial.allocation_id.is_not(None), Trial.state == states.ACTIVE, Trial.close_requested.is_(False),
-        Trial.preempt_requested.is_(False), ~has_work)))
+    idle = idle_trials(s)
     for trial in idle:
         trial.preempt_requested = True
     return idle

@@ -38,6 +38,7 @@ class FakeMaster:
         self.early_exits: List[Dict[str, Any]] = []
         self.bad_auth = 0
         self.preemption_polls = 0
+        self.context_requests = 0
         self.app = self._build_app()
         self._server: Optional[uvicorn.Server] = None
         self._thread: Optional[threading.Thread] = None
@@ -56,6 +57,7 @@ class FakeMaster:
 
         @app.get("/api/v1/trials/{trial_id}/context")
         def context(trial_id: int) -> Dict[str, Any]:
+            master.context_requests += 1
             return {
                 "trial_id": trial_id, "experiment_id": 5, "config": master.config, "hparams": master.hparams,
                 "trial_seed": 1234, "latest_checkpoint": master.latest_checkpoint,

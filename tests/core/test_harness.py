@@ -127,6 +127,7 @@ def test_pull_loop_metrics_checkpoints_and_completion(make_master: Any, tmp_path
     proc = _run_harness(master, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert master.bad_auth == 0
+    assert master.context_requests == 1, "core.init() in the trial reuses the context the harness fetched"
     assert [t["steps_completed"] for t in master.training] == [5, 7, 10, 12]
     assert [v["steps_completed"] for v in master.validation] == [7, 12]
     assert master.completed == [{"length": 7, "metric": 1 / 7}, {"length": 12, "metric": 1 / 12}]

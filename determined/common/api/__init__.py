@@ -1,4 +1,4 @@
 """The HTTP session that the CLI, the SDK and trial processes use to talk to a master."""
-from determined.common.api._session import AuthenticationError, Session, make_url
+from determined.common.api._session import AuthenticationError, Session, http_client, make_url
 
-__all__ = ["AuthenticationError", "Session", "make_url"]
+__all__ = ["AuthenticationError", "Session", "http_client", "make_url"]

@@ -1,0 +1,73 @@
+"""Which running trials give their slot back: only idle ones (no searcher operation left), and only while a
+trial with work waits for a slot."""
+import pathlib
+from typing import Iterator, Optional
+
+import pytest
+from sqlalchemy.orm import Session
+
+from determined.master import scheduler, states
+from determined.master.db import default_db_url, make_engine, upgrade
+from determined.master.db.models import Experiment, SearcherOperation, Trial
+
+
+@pytest.fixture
+def session(tmp_path: pathlib.Path) -> Iterator[Session]:
+    engine = make_engine(default_db_url(tmp_path))
+    upgrade(engine)
+    with Session(engine) as s:
+        s.add(Experiment(id=1, state=states.ACTIVE, config={}, model_def=b""))
+        s.flush()
+        yield s
+    engine.dispose()
+
+
+def _trial(s: Session, trial_id: int, *, running: bool, open_ops: int) -> Trial:
+    trial = Trial(id=trial_id, experiment_id=1, request_id=f"r{trial_id}", hparams={}, seed=0, state=states.ACTIVE,
+                  allocation_id=f"alloc-{trial_id}" if running else None)
+    s.add(trial)
+    s.flush()
+    s.add(SearcherOperation(trial_id=trial_id, length=1, length_batches=1, completed=True))
+    for _ in range(open_ops):
+        s.add(SearcherOperation(trial_id=trial_id, length=2, length_batches=2, completed=False))
+    s.flush()
+    return trial
+
+
+def _ids(trials: "list[Trial]") -> "list[int]":
+    return sorted(t.id for t in trials)
+
+
+def test_an_idle_running_trial_is_released_for_a_waiting_trial_with_work(session: Session) -> None:
+    _trial(session, 1, running=True, open_ops=0)   # waits for the search method (an ASHA promotion, say)
+    _trial(session, 2, running=True, open_ops=1)   # busy
+    _trial(session, 3, running=False, open_ops=1)  # has work, no slot
+    assert _ids(scheduler.idle_trials(session)) == [1]
+    released = scheduler.release_idle_trials(session)
+    assert _ids(released) == [1] and released[0].preempt_requested
+    assert scheduler.idle_trials(session) == []  # asked once: a preempting trial is not asked again
+
+
+@pytest.mark.parametrize("waiting_ops", [None, 0])
+def test_nobody_is_released_when_no_trial_with_work_waits(session: Session, waiting_ops: Optional[int]) -> None:
+    _trial(session, 1, running=True, open_ops=0)
+    if waiting_ops is not None:
+        _trial(session, 2, running=False, open_ops=waiting_ops)  # waiting, but without work either
+    assert scheduler.idle_trials(session) == []
+    assert scheduler.release_idle_trials(session) == []
+
+
+def test_busy_running_trials_are_never_released(session: Session) -> None:
+    _trial(session, 1, running=True, open_ops=2)
+    _trial(session, 2, running=False, open_ops=1)
+    assert scheduler.idle_trials(session) == []
+
+
+def test_a_waiting_trial_of_a_paused_experiment_does_not_count(session: Session) -> None:
+    session.add(Experiment(id=2, state=states.PAUSED, config={}, model_def=b""))
+    session.flush()
+    _trial(session, 1, running=True, open_ops=0)
+    waiting = _trial(session, 2, running=False, open_ops=1)
+    waiting.experiment_id = 2
+    session.flush()
+    assert scheduler.idle_trials(session) == []
