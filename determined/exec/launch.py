@@ -14,7 +14,6 @@ on to every worker (the chief decides when to stop and tells the others). The ex
 worker exited 0.
 """
 import argparse
-import ctypes
 import logging
 import os
 import signal
@@ -25,12 +24,13 @@ import threading
 import time
 from typing import IO, Dict, List, Optional, Sequence
 
+from determined.common._process import die_with_parent
+
 logger = logging.getLogger("determined.launch")
 
 POLL_S = 0.1
 # After the chief exited 0, how long the other ranks may take to exit before they are killed.
 WORKER_EXIT_GRACE_S = 60.0
-_PR_SET_PDEATHSIG = 1
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -38,13 +38,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def worker_envs(
@@ -134,7 +127,7 @@ class Workers:
                 proc = subprocess.Popen(
                     list(command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                    preexec_fn=die_with_parent,
                 )
                 self.procs.append(proc)
                 prefix = f"[rank {first_rank + local_rank}] ".encode()

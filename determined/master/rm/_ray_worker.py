@@ -20,10 +20,11 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, IO, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, IO, List, Optional, Sequence, Tuple
 
 _PR_SET_PDEATHSIG = 1
 MAX_LINES_PER_DRAIN = 5000
+DRAIN_LINGER_S = 0.25
 # Variables of the worker's own environment a trial process must not inherit (a nested launcher's ranks).
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "DET_CROSS_RANK",
                    "DET_CROSS_SIZE", "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_CHIEF_PORT")
@@ -31,11 +32,17 @@ _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROU
 Line = Tuple[float, str, str]  # (unix time, "stdout" | "stderr", text)
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _die_with_parent_fn() -> Optional[Callable[[], None]]:
+    """The preexec_fn that sets PR_SET_PDEATHSIG, with prctl looked up now, in the parent: a dlopen between
+    fork and exec can deadlock when another thread held the loader's lock at the fork. (Built in the actor's
+    process: this module travels to the nodes pickled, and a ctypes function cannot.)"""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _free_port(host: str) -> int:
@@ -63,6 +70,7 @@ class RankWorker:
         self._work_dir: Optional[str] = None
         self._run: Optional[str] = None  # the allocation id of the run whose process this worker started last
         self._idle: Optional["subprocess.Popen[bytes]"] = None  # a prestarted harness for the next run
+        self._die_with_parent = _die_with_parent_fn()
 
     def where(self) -> Dict[str, Any]:
         """This rank's node: id, IP, the GPU ids of its bundle, and two free ports (the chief's rendezvous)."""
@@ -142,7 +150,7 @@ class RankWorker:
             try:
                 proc = subprocess.Popen(
                     argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                    start_new_session=True, preexec_fn=self._die_with_parent,
                 )
             except OSError as e:
                 result["error"] = e
@@ -230,6 +238,15 @@ class RankWorker:
                 self._cond.wait(left)
             if not self._lines and self._exit_code is None:
                 self._cond.wait(max(0.0, deadline - time.monotonic()))
+            # Output came: linger a little for more of it and, above all, for the exit that often follows a
+            # trial's last lines, so that the exit comes back with them instead of one drain (a scheduler tick)
+            # later.
+            linger = min(deadline, time.monotonic() + DRAIN_LINGER_S)
+            while self._lines and self._exit_code is None and len(self._lines) < MAX_LINES_PER_DRAIN:
+                left = linger - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
             lines, self._lines = self._lines[:MAX_LINES_PER_DRAIN], self._lines[MAX_LINES_PER_DRAIN:]
             code = self._exit_code if not self._lines else None
         if code is not None and self._work_dir is not None:

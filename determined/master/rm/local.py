@@ -1,5 +1,4 @@
 """The local resource manager: one process per trial run on this machine, its output captured as trial logs."""
-import ctypes
 import dataclasses
 import datetime
 import logging
@@ -12,6 +11,7 @@ import threading
 import time
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
+from determined.common._process import die_with_parent
 from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
 from determined.master.rm.slots import Slots, detect_slots
 
@@ -23,18 +23,10 @@ DEFAULT_TRIAL_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec
 LAUNCH_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.launch")
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "DET_CROSS_RANK",
                    "DET_CROSS_SIZE", "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_CHIEF_PORT")
-_PR_SET_PDEATHSIG = 1
 # How many prestarted harness processes wait for the next 1-slot trial (default: one per slot, at most
 # MAX_PRESTART); 0 turns prestarting off.
 PRESTART_ENV = "DET_HARNESS_PRESTART"
 MAX_PRESTART = 4
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 @dataclasses.dataclass
@@ -86,8 +78,7 @@ class LocalResourceManager:
         self._pool: Optional[PrestartPool] = None
         size = _prestart_size(prestart, self.slots.total)
         if size > 0 and self.trial_command == list(HARNESS_COMMAND):
-            self._pool = PrestartPool(size, work_root, env=_trial_base_env,
-                                      preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            self._pool = PrestartPool(size, work_root, env=_trial_base_env, preexec_fn=die_with_parent)
 
     # ------------------------------------------------------------ capacity
 
@@ -146,7 +137,7 @@ class LocalResourceManager:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                preexec_fn=die_with_parent,
             )
         readers = [self._reader(trial_id, "stdout", popen.stdout), self._reader(trial_id, "stderr", popen.stderr)]
         self._watch(trial_id, popen)
