@@ -342,10 +342,13 @@ def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
     before = runs_in_logs(logs(victim["id"]))[-1]["batches"]
     killed = kill_tree(cluster.node2.pid)
     killed_at = time.monotonic()
+    # What the master had of the lost run (its reports and checkpoints reach the master directly, its log
+    # lines through the node, which may not have sent the last ones), read before Ray notices the loss.
+    at_kill = next(t for t in trials_of(exp_id) if t["id"] == victim["id"])
     log(f"killed {killed} processes of the second node; trial {victim['id']} had trained {max(before or [0])} batches")
     state = wait_experiment(exp_id, 300)
     out["failover"] = {"state": state, "victim": victim["id"], "killed_processes": killed,
-                       "trials": trials_of(exp_id), "length": length,
+                       "trials": trials_of(exp_id), "length": length, "batches_at_kill": at_kill["total_batches"],
                        "runs": {t["id"]: runs_in_logs(logs(t["id"])) for t in trials_of(exp_id)},
                        "recovery_seconds": time.monotonic() - killed_at,
                        "alive_nodes": [n["NodeID"] for n in cluster.alive()]}
