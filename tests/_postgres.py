@@ -25,11 +25,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Dict, Iterator, List, Optional, Set
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 import pytest
 
 SUPERUSER = "postgres"
+# What a connection attempt gets while the server restarts its backends after one of them crashed.
+_RECOVERING = ("recovery mode", "starting up", "terminated abnormally", "closed the connection unexpectedly")
 
 
 def _bin_dir() -> Optional[str]:
@@ -105,13 +107,25 @@ class PostgresServer:
     def url(self, database: str) -> str:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self, name: str) -> str:
-        """Create database `name` (once) and return its URL."""
+    def _admin_connection(self, wait: float = 60.0) -> Any:
+        """A superuser connection. While the server recovers from a crashed backend (`trouble()` tells why, and
+        the run prints it), it waits for the recovery rather than fail every test that starts meanwhile."""
         import psycopg
 
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return psycopg.connect(self.admin_url, autocommit=True)
+            except psycopg.OperationalError as e:
+                if not any(m in str(e) for m in _RECOVERING) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def create_database(self, name: str) -> str:
+        """Create database `name` (once) and return its URL."""
         with self._lock:
             if name not in self._databases:
-                with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                with self._admin_connection() as conn:
                     # FILE_COPY (PostgreSQL 15+) copies the template's files instead of writing them all to the WAL
                     strategy = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
                     conn.execute(f'CREATE DATABASE "{name}"{strategy}')
