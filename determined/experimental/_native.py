@@ -1,10 +1,11 @@
 """The Native API entry points of seed 002: create() and create_trial_instance()."""
+import contextlib
 import enum
 import os
 import pathlib
 import random
 import sys
-from typing import Any, Dict, List, Optional, Type
+from typing import Any, Dict, Iterator, List, Optional, Type
 
 from determined import config as det_config, errors
 from determined.experimental import _run
@@ -47,6 +48,22 @@ def _native_command(command: Optional[List[str]], context_dir: str) -> List[str]
     return argv
 
 
+@contextlib.contextmanager
+def _working_dir(context_dir: str) -> Iterator[None]:
+    """Run the block with `context_dir` (when given) as the working directory, as the trials run the code."""
+    if not context_dir:
+        yield
+        return
+    if not pathlib.Path(context_dir).is_dir():
+        raise errors.DeterminedError(f"create(): context_dir {context_dir!r} is not a directory")
+    previous = os.getcwd()
+    os.chdir(context_dir)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 def test_config(raw: Dict[str, Any], seed: Optional[int] = None) -> Dict[str, Any]:
     """The cluster test-mode config of an experiment: one batch, one validation, one checkpoint."""
     canonical = det_config.load_experiment_config(raw)
@@ -87,7 +104,8 @@ def create(
 
     raw = _jsonable(dict(config or {}))
     if local and test:
-        return _execution.test_one_batch(trial_def, raw)
+        with _working_dir(context_dir):
+            return _execution.test_one_batch(trial_def, raw)
 
     if not context_dir:
         if not local:
