@@ -100,6 +100,8 @@ class TrialLoop(TrialController):
         checkpoint_due = self._checkpoint_due()
         if stop or done or validation_due or checkpoint_due or self._unreported_batches() >= self._scheduling_unit:
             self._report_training_metrics()
+            # A callback of the report may have asked to stop (at the end of an operation: once it is complete).
+            stop = stop or (not done and self._stop_requested_anywhere())
         if stop:
             return self._stop()
         if validation_due and not done:

@@ -6,7 +6,9 @@ metrics into: one growing file per run directory, as TensorBoard needs. (`add_sc
 directories with files of their own, as torch always does.)
 """
 import pathlib
-from typing import Any, Optional, Union
+import sys
+import types
+from typing import Any, Union
 
 import numpy as np
 
@@ -18,6 +20,11 @@ INSTALL_HINT = "pip install 'determined-revived[tensorboard]' (or pip install te
 
 
 def _torch_tensorboard() -> Any:
+    if "tensorflow" not in sys.modules:
+        # torch.utils.tensorboard resolves tensorboard's compat `tf` when imported, which imports all of TensorFlow
+        # when it is installed (seconds, and memory, for a PyTorch trial); this marker module makes TensorBoard
+        # use its own stub, which serves torch's writer (event files, local and S3 paths).
+        sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
     try:
         from torch.utils import tensorboard
     except ImportError as e:
@@ -107,8 +114,3 @@ class TorchWriter(MetricWriter):
 
     def flush(self) -> None:
         self.writer.flush()
-
-
-def close_writer(writer: Optional[Any]) -> None:
-    if writer is not None:
-        writer.close()
