@@ -127,3 +127,27 @@ def test_create_trial_instance_reports_bad_config(tmp_path: pathlib.Path) -> Non
 
     with pytest.raises(InvalidExperimentConfig, match="max_restarts"):
         _execution.create_trial_instance(CountingTrial, str(tmp_path), config={"max_restarts": -1}, hparams={})
+
+
+class CwdTrial(CountingTrial):
+    """Reads a file of its context dir by a relative path, as model code does."""
+
+    def __init__(self, context: det.TrialContext) -> None:
+        super().__init__(context)
+        self.lr = float(pathlib.Path("lr.txt").read_text())
+
+
+def test_create_local_test_runs_the_code_in_context_dir(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from determined.experimental import create
+
+    context_dir = tmp_path / "ctx"
+    context_dir.mkdir()
+    (context_dir / "lr.txt").write_text("0.5")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    summary = create(CwdTrial, CONFIG, local=True, test=True, context_dir=str(context_dir))
+    assert summary["validation_metrics"] == {"validation_loss": 0.5}  # lr read from context_dir, one batch
+    assert pathlib.Path.cwd() == elsewhere  # the working directory is given back
+    with pytest.raises(errors.DeterminedError, match="context_dir .*missing.* is not a directory"):
+        create(CwdTrial, CONFIG, local=True, test=True, context_dir=str(tmp_path / "missing"))

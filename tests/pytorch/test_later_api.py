@@ -216,3 +216,98 @@ def test_a_type_error_in_a_trial_constructor_is_a_trial_api_error() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert isinstance(construct_trial(TakesTwo, context, required=1), TakesTwo)
+
+
+class _MasterInfo:
+    """The one request the trial's TensorBoard files make: where the master keeps its data dir."""
+
+    def __init__(self, data_dir: pathlib.Path) -> None:
+        self.data_dir = data_dir
+
+    def get(self, path: str) -> Dict[str, Any]:
+        assert path == "/master/info"
+        return {"data_dir": str(self.data_dir)}
+
+
+def _scalars(directory: pathlib.Path) -> Dict[str, List[Any]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return {tag: [(e.step, e.value) for e in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+
+
+def test_the_trials_writers_share_its_one_event_file(tmp_path: pathlib.Path) -> None:
+    from determined.core import _tensorboard
+    from determined.pytorch._tensorboard import trial_summary_writer
+
+    files = _tensorboard.TrialMetricsWriter(_MasterInfo(tmp_path), trial_id=3, experiment_id=2)
+    directory = tmp_path / "tensorboard" / "experiment_2" / "trial_3"
+    assert files.directory() == directory and files.served  # where `det tensorboard start 2` looks
+    files.write("training", 5, {"loss": 0.5})
+    writer = trial_summary_writer(files)
+    writer.add_scalar("mine", 1.5, 5)
+    files.enabled = False  # set_enable_tensorboard_logging(False): the platform's metrics stop, the trial's go on
+    files.write("training", 10, {"loss": 0.25})
+    writer.add_scalar("mine", 2.5, 10)
+    writer.close()
+    assert [p.name.startswith("events.out.tfevents.") for p in directory.iterdir()] == [True]
+    assert _scalars(directory) == {"training/loss": [(5, 0.5)], "mine": [(5, 1.5), (10, 2.5)]}
+
+    other_rank = _tensorboard.TrialMetricsWriter(_MasterInfo(tmp_path), trial_id=3, experiment_id=2, rank=1)
+    assert not other_rank.served and other_rank.directory() != directory  # only the chief's files are served
+
+
+def test_tensorboard_names_of_a_running_trial(ckpt_dir: pathlib.Path) -> None:
+    import determined.tensorboard as det_tensorboard
+    from determined.tensorboard.metric_writers.pytorch import TorchWriter
+
+    class WriterTrial(DropoutTrial):
+        def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
+            super().__init__(context)
+            context.set_enable_tensorboard_logging(False)
+            assert context.get_enable_tensorboard_logging() is False
+            self.path = context.get_tensorboard_path()
+            assert det_tensorboard.get_base_path({}) == self.path
+            self.legacy = TorchWriter()
+            assert isinstance(self.legacy, det_tensorboard.MetricWriter)
+
+        def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+            self.context.get_tensorboard_writer().add_scalar("new", float(batch_idx), batch_idx)
+            self.legacy.add_scalar("old", -float(batch_idx), batch_idx)
+            self.legacy.reset()
+            return super().train_batch(batch, epoch_idx, batch_idx)
+
+    seen: List[Any] = []
+
+    class Keep(WriterTrial):
+        def build_callbacks(self) -> Dict[str, det_torch.PyTorchCallback]:
+            seen.append(self.path)
+            return super().build_callbacks()
+
+    run_trial(Keep, ckpt_dir, [3])
+    # No master here: a local directory, with the trial's scalars in one file.
+    assert _scalars(seen[0]) == {"new": [(0, 0.0), (1, 1.0), (2, 2.0)], "old": [(0, -0.0), (1, -1.0), (2, -2.0)]}
+
+
+def test_batch_metric_writer() -> None:
+    import determined.tensorboard as det_tensorboard
+
+    class Recorder(det_tensorboard.MetricWriter):
+        def __init__(self) -> None:
+            self.points: List[Any] = []
+
+        def add_scalar(self, name: str, value: Any, step: int) -> None:
+            self.points.append((name, value, step))
+
+        def reset(self) -> None:
+            self.points.append("flush")
+
+    recorder = Recorder()
+    writer = det_tensorboard.BatchMetricWriter(recorder)
+    writer.on_train_step_end(10, {"loss": 1.5, "reduced": 3}, [{"loss": 1.0, "text": "x"}, {"loss": 2.0}])
+    writer.on_validation_step_end(10, {"accuracy": np.float32(0.5), "val_loss": 1.0})
+    assert recorder.points == [
+        ("Determined/loss", 1.0, 8), ("Determined/loss", 2.0, 9), ("Determined/reduced", 3, 10), "flush",
+        ("Determined/val_accuracy", np.float32(0.5), 10), ("Determined/val_loss", 1.0, 10), "flush",
+    ]
