@@ -56,15 +56,21 @@ def run_trial(trial_class: Type[Trial], core_context: core.Context) -> None:
     """Drive `trial_class` with `core_context` until its searcher has no more work or it is preempted.
 
     Seeds `random` and numpy with the trial seed, calls the controller's `pre_execute_hook` (where a
-    framework seeds itself), builds the trial context and the controller, and runs it.
+    framework seeds itself), builds the trial context and the controller, and runs it. A `det.InvalidHP`
+    from the trial's code ends the trial with the early exit INVALID_HP (no error, no restart).
     """
     controller_class = _controller_class(trial_class)
     seed = core_context.info.trial_seed
     _seed_python_and_numpy(seed)
     controller_class.pre_execute_hook(seed, core_context.distributed)
     context = _build_trial_context(trial_class, core_context)
-    controller = controller_class(trial_class, context)
-    controller.run()
+    try:
+        controller = controller_class(trial_class, context)
+        controller.run()
+    except errors.InvalidHP as e:
+        # Not a failure: the trial ends here (no restart) and the search method hears INVALID_HP.
+        logger.warning("the trial's hyperparameters are invalid (det.InvalidHP: %s); it stops", e)
+        core_context.train.report_early_exit("INVALID_HP")
 
 
 def run_native_trial(trial_def: Type[Trial]) -> None:
@@ -244,6 +250,11 @@ def test_one_batch(
 
 
 def _test_summary(core_context: core.Context, hparams: Dict[str, Any]) -> Dict[str, Any]:
+    if core_context.train.early_exit_reason == "INVALID_HP":
+        raise errors.DeterminedError(
+            f"test mode: the trial raised det.InvalidHP with hyperparameters {hparams} (see the log line above); "
+            "a search would skip them"
+        )
     training = core_context.train.training_history
     validation = core_context.train.validation_history
     if not training:

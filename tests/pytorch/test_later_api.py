@@ -311,3 +311,40 @@ def test_batch_metric_writer() -> None:
         ("Determined/loss", 1.0, 8), ("Determined/loss", 2.0, 9), ("Determined/reduced", 3, 10), "flush",
         ("Determined/val_accuracy", np.float32(0.5), 10), ("Determined/val_loss", 1.0, 10), "flush",
     ]
+
+
+class ConstrainedTrial(DropoutTrial):
+    """HP search constraints (0.13+): det.InvalidHP from __init__ or train_batch."""
+
+    def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
+        import determined as det
+
+        if context.get_hparams().get("hidden") == 1:
+            raise det.InvalidHP("hidden must be more than 1")
+        super().__init__(context)
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        import determined as det
+
+        metrics = super().train_batch(batch, epoch_idx, batch_idx)
+        if batch_idx == 2:
+            raise det.InvalidHP("the loss says these hyperparameters are hopeless")
+        return metrics
+
+
+@pytest.mark.parametrize("hidden", [1, 8])  # raised in __init__, raised in train_batch
+def test_invalid_hp_ends_the_trial_without_error(ckpt_dir: pathlib.Path, hidden: int) -> None:
+    config = make_config(hyperparameters={"global_batch_size": 4, "hidden": hidden})
+    context = run_trial(ConstrainedTrial, ckpt_dir, [10], config=config)
+    assert context.train.early_exit_reason == "INVALID_HP"
+    assert sum(len(r["batch_metrics"]) for r in context.train.training_history) == 0
+    assert context.searcher.completed_operations == []
+
+
+def test_invalid_hp_in_test_mode_is_a_clear_error() -> None:
+    from determined import _execution
+
+    config = {"hyperparameters": {"global_batch_size": 4, "hidden": 1},
+              "searcher": {"name": "single", "metric": "val_loss", "max_length": {"batches": 2}}}
+    with pytest.raises(errors.DeterminedError, match="test mode: the trial raised det.InvalidHP"):
+        _execution.test_one_batch(ConstrainedTrial, config)
