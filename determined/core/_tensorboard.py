@@ -4,7 +4,9 @@ An event file is a sequence of TFRecords (length, masked CRC-32C of the length, 
 data), each holding an `Event` protocol buffer; scalars are `Summary.Value.simple_value`. The few fields used
 are encoded here by hand. Each trial writes under `<master data dir>/tensorboard/experiment_<E>/trial_<T>/`
 (see `trial_dir`), where `det tensorboard start E` finds them; a trial whose master's data dir is not on its
-machine writes nothing, and `det tensorboard start` writes that trial's files from the master's metrics.
+machine writes nothing there, and `det tensorboard start` writes that trial's files from the master's metrics.
+The trial's own TensorBoard writers (determined/pytorch/_tensorboard.py) append their serialized events to the
+same file (`TrialMetricsWriter.write_event`).
 """
 import logging
 import math

@@ -141,12 +141,13 @@ class PyTorchTrialContext(TrialContext):
         self.optimizers.append(optimizer)
         return optimizer
 
-    def wrap_lr_scheduler(self, lr_scheduler: Any, step_mode: LRSchedulerStepMode) -> LRScheduler:
-        """Register a torch LR scheduler, stepped as `step_mode` says and checkpointed; returns the wrapper."""
+    def wrap_lr_scheduler(self, lr_scheduler: Any, step_mode: LRSchedulerStepMode, frequency: int = 1) -> LRScheduler:
+        """Register a torch LR scheduler, stepped as `step_mode` says (every `frequency` batches, epochs or
+        optimizer steps) and checkpointed; returns the wrapper."""
         if isinstance(lr_scheduler, LRScheduler):
             wrapped = lr_scheduler
         else:
-            wrapped = LRScheduler(lr_scheduler, step_mode)
+            wrapped = LRScheduler(lr_scheduler, step_mode, frequency)
         self.lr_schedulers.append(wrapped)
         return wrapped
 

@@ -95,25 +95,6 @@ class StopOnRankOneTrial(LinearTrial):
         return metrics
 
 
-class RecordCount(det_torch.MetricReducer):
-    """Records trained in the period: counted on each slot, summed across slots."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.count = 0
-
-    def update(self, records: int) -> None:
-        self.count += records
-
-    def per_slot_reduce(self) -> int:
-        return self.count
-
-    def cross_slot_reduce(self, per_slot_metrics: List[int]) -> int:
-        return sum(per_slot_metrics)
-
-
 def in_batch_order(global_batch_indices: List[int]) -> float:
     """1.0 when the values of every slot come back interleaved in the order of the validation's batches."""
     return float(global_batch_indices == list(range(len(global_batch_indices))))
@@ -131,12 +112,13 @@ class UploadRecorder(det_torch.PyTorchCallback):
 
 
 class ReducerTrial(LinearTrial):
-    """wrap_reducer over two slots (a MetricReducer for training, a function for validation), and a callback
-    that must hear every checkpoint's uuid on every rank."""
+    """wrap_reducer over two slots (reducer functions for training and for validation; MetricReducers go
+    through the same gathering, see tests/pytorch/test_reducers.py), and a callback that must hear every
+    checkpoint's uuid on every rank."""
 
     def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
         super().__init__(context)
-        self.records = context.wrap_reducer(RecordCount(), name="records_trained", for_validation=False)
+        self.records = context.wrap_reducer(sum, name="records_trained", for_validation=False)
         self.order = context.wrap_reducer(in_batch_order, name="in_batch_order", for_training=False)
 
     def build_callbacks(self) -> Dict[str, det_torch.PyTorchCallback]:

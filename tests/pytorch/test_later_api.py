@@ -40,6 +40,19 @@ def test_lr_scheduler_get_last_lr() -> None:
     assert scheduler.get_last_lr() == [0.5] == scheduler.get_lr()
 
 
+@pytest.mark.parametrize("mode, frequency, aggregation, expected", [
+    ("STEP_EVERY_BATCH", 3, 1, [2, 5, 8]),
+    ("STEP_EVERY_OPTIMIZER_STEP", 2, 2, [3, 7]),  # optimizer steps after batches 1, 3, 5, 7, 9: every 2nd
+    ("STEP_EVERY_EPOCH", 2, 1, [7]),  # epochs of 4 batches: after the 2nd epoch
+])
+def test_lr_scheduler_frequency(mode: str, frequency: int, aggregation: int, expected: List[int]) -> None:
+    optimizer = torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=1.0)
+    scheduler = det_torch.LRScheduler(torch.optim.lr_scheduler.StepLR(optimizer, step_size=1),
+                                      det_torch.LRScheduler.StepMode[mode], frequency=frequency)
+    update_batches = [b for b in range(10) if (b + 1) % aggregation == 0]
+    assert [b for b in update_batches if scheduler.should_step_after_batch(b, 4, aggregation)] == expected
+
+
 class QueryTrial(DropoutTrial):
     """Records the context's answers in __init__ (before training) and during train_batch."""
 

@@ -3,13 +3,13 @@ the real harness: the trial asks to stop and ends COMPLETED; its TensorBoard wri
 trial's event file next to the platform's metrics (what `det tensorboard start` serves); the 0.12 TorchWriter
 name imports."""
 import pathlib
-import time
 from typing import Any, Dict
 
 import pytest
 
 from determined import master
 from determined.master.rm import Slots
+from tests.e2e._helpers import wait_for
 from tests.master._helpers import model_def
 
 pytestmark = pytest.mark.slow
@@ -100,16 +100,6 @@ CONFIG: Dict[str, Any] = {
 }
 
 
-def _wait(what: Any, timeout: float = 240.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 def _scalars(directory: pathlib.Path) -> Dict[str, Dict[int, float]]:
     from tensorboard.backend.event_processing import event_accumulator
 
@@ -125,7 +115,8 @@ def test_a_038_trial_stops_itself_completed_and_writes_tensorboard_scalars(tmp_p
         exp_id = s.post("/experiments", {"config": CONFIG, "model_definition": model_def({"model_def.py": MODEL})})[
             "experiment"]["id"]
         terminal = ("COMPLETED", "ERROR", "CANCELED")
-        _wait(lambda: s.get(f"/experiments/{exp_id}")["experiment"]["state"] in terminal)
+        wait_for(lambda: s.get(f"/experiments/{exp_id}")["experiment"]["state"] in terminal, timeout=240,
+                 what="the experiment to end")
         described = s.get(f"/experiments/{exp_id}")
         [trial] = described["trials"]
         logs = "\n".join(line["message"] for line in s.get(f"/trials/{trial['id']}/logs")["logs"])
