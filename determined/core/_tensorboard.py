@@ -248,7 +248,11 @@ _current: Optional[TrialMetricsWriter] = None
 
 
 def set_current(writer: TrialMetricsWriter) -> None:
+    """Make `writer` the files of the trial this process runs; a context without a master (one that only loads a
+    checkpoint, say) never replaces the files of a trial that has one."""
     global _current
+    if _current is not None and _current._session is not None and writer._session is None:
+        return
     _current = writer
 
 

@@ -271,6 +271,18 @@ def test_the_trials_writers_share_its_one_event_file(tmp_path: pathlib.Path) -> 
     assert not other_rank.served and other_rank.directory() != directory  # only the chief's files are served
 
 
+def test_a_context_without_a_master_does_not_take_over_the_trials_files(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import determined.tensorboard as det_tensorboard
+    from determined.core import _tensorboard
+
+    files = _tensorboard.TrialMetricsWriter(_MasterInfo(tmp_path), trial_id=3, experiment_id=2)
+    monkeypatch.setattr(_tensorboard, "_current", files)
+    det_torch.CheckpointLoadContext({"global_batch_size": 4})  # e.g. a backbone loaded in the trial's __init__
+    assert det_tensorboard.get_base_path({}) == tmp_path / "tensorboard" / "experiment_2" / "trial_3"
+
+
 def test_tensorboard_names_of_a_running_trial(ckpt_dir: pathlib.Path) -> None:
     import determined.tensorboard as det_tensorboard
     from determined.tensorboard.metric_writers.pytorch import TorchWriter
