@@ -2,7 +2,7 @@
 import contextlib
 import logging
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Type
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Type
 
 import numpy as np
 import torch
