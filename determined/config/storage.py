@@ -24,11 +24,16 @@ def _types(with_gc: bool) -> Dict[str, Section]:
     gc = dict(_GC) if with_gc else {}
     # Determined's struct also carries these three paths; they are accepted and ignored (nothing mounts containers).
     legacy_paths = ("container_path", "checkpoint_path", "tensorboard_path")
+    bucket = Field(Str(nonempty=True, allowed="a bucket name"), REQUIRED)
     return {
         "shared_fs": Section({**_shared_fs(), **gc}, extra_keys=legacy_paths),
+        # 0.26.3: a directory the trial writes to directly (in Determined, a path inside its container).
+        "directory": Section(
+            {"container_path": Field(_ABS_PATH, REQUIRED, hint="the absolute path of the checkpoint directory"), **gc}
+        ),
         "s3": Section(
             {
-                "bucket": Field(Str(nonempty=True, allowed="a bucket name"), REQUIRED),
+                "bucket": bucket,
                 "access_key": _TEXT,
                 "secret_key": _TEXT,
                 "endpoint_url": _TEXT,
@@ -36,7 +41,10 @@ def _types(with_gc: bool) -> Dict[str, Section]:
                 **gc,
             }
         ),
-        "gcs": Section({"bucket": Field(Str(nonempty=True, allowed="a bucket name"), REQUIRED), "prefix": _TEXT, **gc}),
+        "gcs": Section({"bucket": bucket, "prefix": _TEXT, **gc}),
+        "azure": Section(
+            {"container": _TEXT, "connection_string": _TEXT, "account_url": _TEXT, "credential": _TEXT, **gc}
+        ),
         "hdfs": Section(
             {
                 "hdfs_url": Field(Str(nonempty=True, allowed="the namenode URL(s), ';'-separated"), REQUIRED),
@@ -46,6 +54,11 @@ def _types(with_gc: bool) -> Dict[str, Section]:
             }
         ),
     }
+
+
+# Types Determined stores checkpoints in that this platform cannot reach: an experiment that names one runs with the
+# master's default storage instead (see ``replace_unreachable_storage``), and says so.
+UNREACHABLE_TYPES = ("gcs", "azure", "hdfs")
 
 
 class StorageSpec(Spec):
@@ -118,3 +131,11 @@ def with_gc_policy(storage: Mapping[str, Any], **policy: int) -> Dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown GC setting(s) {sorted(unknown)}; allowed: {', '.join(GC_DEFAULTS)}")
     return {**storage, **policy}
+
+
+def replace_unreachable_storage(storage: Mapping[str, Any], default: Mapping[str, Any]) -> Dict[str, Any]:
+    """``default`` with the GC settings of ``storage`` when ``storage`` is of a type this platform cannot write to
+    (gcs, azure, hdfs); ``storage`` itself otherwise."""
+    if storage.get("type") not in UNREACHABLE_TYPES:
+        return dict(storage)
+    return {**default, **{name: storage[name] for name in GC_DEFAULTS if name in storage}}

@@ -14,7 +14,7 @@ TEST_MODE_PREFIX = "[test-mode] "
 def make_test_config(config: Mapping[str, Any], hparams: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The test-mode version of an experiment config (raw or canonical); returns a canonical config.
 
-    Description prefixed "[test-mode] ", scheduling_unit 1, min_validation_period {batches: 1}, searcher single
+    Name and description prefixed "[test-mode] ", scheduling_unit 1, min_validation_period {batches: 1}, searcher single
     with max_length {batches: 1} (metric, smaller_is_better and warm-start source kept), every hyperparameter a
     const of the value in ``hparams`` (hyperparameters missing from ``hparams`` are sampled at random),
     save_experiment_best / save_trial_best / save_trial_latest 0, max_restarts 0. Without checkpoint_storage,
@@ -26,6 +26,7 @@ def make_test_config(config: Mapping[str, Any], hparams: Optional[Mapping[str, A
     values.update(sample_hparams(missing, random.Random()))
     searcher = out["searcher"]
     out["description"] = TEST_MODE_PREFIX + out["description"]
+    out["name"] = TEST_MODE_PREFIX + out["name"]
     out["scheduling_unit"] = 1
     out["min_validation_period"] = {"batches": 1}
     out["searcher"] = {
