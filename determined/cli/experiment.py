@@ -91,7 +91,7 @@ def _summary_row(e: Dict[str, Any]) -> list:
         _render.fmt_metric(e.get("best_validation")),
         _render.fmt_time(e.get("start_time")),
         _render.fmt_time(e.get("end_time")),
-        e.get("description", ""),
+        e.get("name") or e.get("description", ""),
     ]
 
 
@@ -102,7 +102,7 @@ def list_experiments(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(exps)
         return 0
-    headers = ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Description"]
+    headers = ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Name"]
     rows = [_summary_row(e) for e in exps]
     if args.csv:
         _render.csv_rows(headers, rows)
@@ -126,7 +126,7 @@ def describe(args: argparse.Namespace) -> int:
     for d in descs:
         e = d["experiment"]
         _render.table(
-            ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Description"], [_summary_row(e)]
+            ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Name"], [_summary_row(e)]
         )
         _render.console.print(_follow.trials_table(e, d["trials"], title="Trials"))
         if args.metrics:

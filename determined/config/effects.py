@@ -26,8 +26,10 @@ def _get(config: Mapping[str, Any], path: Sequence[str]) -> Any:
 
 
 def _set(value: Any) -> bool:
-    """Given, and not empty: a value that asks for something."""
-    return value not in (None, "", [], {}, False)
+    """Given, and not empty: a value that asks for something (a mapping: one of its values does)."""
+    if isinstance(value, Mapping):
+        return any(_set(v) for v in value.values())
+    return value not in (None, "", [], False)
 
 
 def _image_given(value: Any) -> bool:

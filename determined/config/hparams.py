@@ -224,10 +224,28 @@ def dotted(path: Path) -> str:
     return ".".join(path)
 
 
-def flatten_values(values: Mapping[str, Any]) -> Dict[str, Any]:
-    """Hyperparameter values with nested mappings flattened to dotted names (``{"optim": {"lr": 1}}`` ->
-    ``{"optim.lr": 1}``), for tables and charts only: trials get the nested values."""
+def flat_hparams(values: Mapping[str, Any], specs: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A trial's hyperparameter values with nested ones under dotted names (``{"optim": {"lr": 1}}`` ->
+    ``{"optim.lr": 1}``), for tables and charts only: trials get the nested values.
+
+    With the experiment's ``hyperparameters`` section (``specs``), its leaves decide what is a group (a constant or
+    categorical whose value is a mapping stays one value), in the section's order; without, every non-empty
+    mapping is walked.
+    """
     out: Dict[str, Any] = {}
+    if specs is not None:
+        try:
+            leaves = hparam_leaves(canonical_hparams(specs), sort=False)
+        except InvalidExperimentConfig:
+            leaves = None
+        if leaves is not None:
+            for path, _ in leaves:
+                value: Any = values
+                for name in path:
+                    value = value.get(name, _MISSING) if isinstance(value, Mapping) else _MISSING
+                if value is not _MISSING:
+                    out[dotted(path)] = value
+            return out
 
     def walk(group: Mapping[str, Any], prefix: str) -> None:
         for name, value in group.items():
@@ -239,6 +257,9 @@ def flatten_values(values: Mapping[str, Any]) -> Dict[str, Any]:
 
     walk(values, "")
     return out
+
+
+_MISSING = object()
 
 
 GLOBAL_BATCH_SIZE_HOW = (

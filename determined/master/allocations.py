@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined import searcher
-from determined.master import states
+from determined.master import log_policies, states
 from determined.master.db import Experiment, Trial
 from determined.master.experiment import (
     _check_done,
@@ -70,10 +70,17 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     if (returncode == 0 and preempted) or master_stopping:
         rollback_to_checkpoint(s, exp, trial)
         return
-    _failed(s, exp, trial, returncode)
+    _failed(s, exp, trial, returncode, allocation_id)
 
 
-def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int) -> None:
+def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int, allocation_id: str) -> None:
+    canceled_by = log_policies.cancels_retries(trial, allocation_id)
+    if canceled_by is not None:
+        logger.warning("trial %s failed (exit code %s); log policy %r (cancel_retries) matched its logs: not restarted",
+                       trial.id, returncode, canceled_by.get("name") or canceled_by.get("line"))
+        rollback_to_checkpoint(s, exp, trial)
+        finish_trial(s, exp, trial, states.ERROR, searcher.ExitedReason.ERRORED.value)
+        return
     trial.restarts += 1
     max_restarts = int(exp.config.get("max_restarts", 5))
     if trial.restarts > max_restarts:
