@@ -92,9 +92,9 @@ ENVIRONMENT = Section(
         "pod_spec": Field(JSONMapping(), None),
         "add_capabilities": Field(ListOf(Str()), []),
         "drop_capabilities": Field(ListOf(Str()), []),
-        # 0.18.0 to 0.19.5 had the HPC launchers' settings here; 0.19.6 moved them to the top level.
-        "slurm": Field(SLURM, None),
-        "pbs": Field(PBS, None),
+        # 0.18.0 to 0.19.5: the HPC launchers' extra arguments (0.19.6 moved them to the top-level sections).
+        "slurm": Field(ListOf(Str()), []),
+        "pbs": Field(ListOf(Str()), []),
     }
 )
 

@@ -73,13 +73,13 @@ def _pth_files() -> Set[Tuple[str, str]]:
 # Like Determined's container entrypoint: stop at the first failing command and echo each one; on success, write the
 # environment the hook leaves (as JSON) for the harness to take on.
 _WRAPPER = r"""__det_hook_exit() {
-  __det_status=$1
-  if [ "$__det_status" -eq 0 ]; then
+  { set +x; } 2>/dev/null
+  if [ "$1" -eq 0 ]; then
     "$DET_PYTHON" -c 'import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], "w"))' "$DET_STARTUP_HOOK_ENV"
   fi
-  exit "$__det_status"
+  exit "$1"
 }
-trap '{ set +x; } 2>/dev/null; __det_hook_exit $?' EXIT
+trap '__det_hook_exit $?' EXIT
 set -e
 set -x
 . ./startup-hook.sh
