@@ -118,8 +118,9 @@ def test_create_trial_instance(tmp_path: pathlib.Path) -> None:
     assert default.lr == 3.0
     assert default.context.get_experiment_config()["searcher"]["name"] == "single"
     assert default.context.get_experiment_config()["hyperparameters"]["lr"] == {"type": "const", "val": 3.0}
-    with pytest.raises(Exception, match="global_batch_size: missing"):
-        _execution.create_trial_instance(CountingTrial, str(ckpts), hparams={"lr": 3.0})
+    without = _execution.create_trial_instance(CountingTrial, str(ckpts), hparams={"lr": 3.0})  # 0.38: not needed
+    with pytest.raises(errors.InvalidTrialError, match="global_batch_size: missing"):
+        without.context.get_per_slot_batch_size()  # until the trial asks for its batch size
 
 
 def test_create_trial_instance_reports_bad_config(tmp_path: pathlib.Path) -> None:
@@ -127,3 +128,14 @@ def test_create_trial_instance_reports_bad_config(tmp_path: pathlib.Path) -> Non
 
     with pytest.raises(InvalidExperimentConfig, match="max_restarts"):
         _execution.create_trial_instance(CountingTrial, str(tmp_path), config={"max_restarts": -1}, hparams={})
+
+
+def test_create_reads_a_yaml_path_or_text_as_yaml_1_2(tmp_path: pathlib.Path) -> None:
+    from determined.experimental import create
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("hyperparameters:\n  lr: 1e-4\n  global_batch_size: 8\n"
+                    "searcher: {name: single, metric: validation_loss, max_length: 5}\n")
+    for config in (str(path), path, path.read_text()):
+        summary = create(CountingTrial, config, local=True, test=True)
+        assert summary["hparams"]["lr"] == 1e-4 and summary["training_metrics"] == {"loss": 1e-4}

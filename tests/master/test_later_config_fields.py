@@ -1,4 +1,6 @@
-"""log_policies on the whole master with real trial processes (the fake trial program of test_local_master)."""
+"""Config fields of Determined 0.14-0.38 on the whole master with real trial processes (the fake trial program of
+test_local_master): log_policies, preemption_timeout, a config sent as YAML text."""
+import os
 import pathlib
 from typing import Any, Dict
 
@@ -8,6 +10,27 @@ from determined.common.api import Session
 
 from ._helpers import config
 from .test_local_master import create, fake_dir, start, state, trials, wait_for  # noqa: F401  (fake_dir: a fixture)
+
+
+def test_an_experiments_preemption_timeout_replaces_the_masters(tmp_path: pathlib.Path, fake_dir: pathlib.Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_HANG_AT", "5")  # the trial stops answering at batch 5: only the kill ends it
+    with start(tmp_path / "data", preemption_timeout=600) as em:
+        s = em.session()
+        exp_id = create(s, config(max_trials=1, length=40, preemption_timeout=1))
+        pid = int(wait_for(lambda: (fake_dir / "pid-1").exists() and (fake_dir / "pid-1").read_text(),
+                           message="the trial to hang"))
+        s.post(f"/experiments/{exp_id}/pause")
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
+
+        wait_for(gone, timeout=60, message="the hung trial killed after the experiment's 1 s, not the master's 600 s")
+        wait_for(lambda: state(s, exp_id) == "PAUSED", message="experiment PAUSED")
 
 
 def _ended(session: Session, exp_id: int) -> Dict[str, Any]:
