@@ -159,33 +159,33 @@ def run_startup_hook(work_dir: "os.PathLike[str] | str") -> bool:
         return False
     local_rank, local_size = _local_rank()
     status_file = _status_file()
+    pth_before = _pth_files()
     if local_rank != 0:
         logger.info("waiting for local rank 0 to run %s", HOOK_NAME)
         while not status_file.exists():
             time.sleep(WAIT_POLL_S)
-        code = int(status_file.read_text() or 1)
+        status = json.loads(status_file.read_text() or "{}")
+        code, changes = int(status.get("code", 1)), status.get("changes")
         if code != 0:
-            raise StartupHookError(f"{HOOK_NAME} failed on local rank 0 (exit status {code}); see its output above")
-        _refresh_imports(set())
-        return False
-    logger.info("running %s of the model directory", HOOK_NAME)
-    started = time.monotonic()
-    pth_before = _pth_files()
-    code, changes = _run_hook(work)
-    if local_size > 1:
-        partial = status_file.with_suffix(".tmp")
-        partial.write_text(str(code))
-        partial.replace(status_file)
-    if code != 0:
-        raise StartupHookError(
-            f"{HOOK_NAME} failed with exit status {code} (the command echoed last above failed); fix the hook, or "
-            "remove it from the model directory"
-        )
+            raise StartupHookError(f"{HOOK_NAME} failed on local rank 0 (exit status {code}); see its output there")
+    else:
+        logger.info("running %s of the model directory", HOOK_NAME)
+        started = time.monotonic()
+        code, changes = _run_hook(work)
+        if local_size > 1:  # what the other local ranks wait for: how it went, and the variables it exported
+            partial = status_file.with_suffix(".tmp")
+            partial.write_text(json.dumps({"code": code, "changes": changes}))
+            partial.replace(status_file)
+        if code != 0:
+            raise StartupHookError(
+                f"{HOOK_NAME} failed with exit status {code} (the command echoed last above failed); fix the hook, "
+                "or remove it from the model directory"
+            )
+        logger.info("%s finished in %.1f s", HOOK_NAME, time.monotonic() - started)
     if changes:
         _apply(changes)
     _refresh_imports(pth_before)
-    logger.info("%s finished in %.1f s", HOOK_NAME, time.monotonic() - started)
-    return True
+    return local_rank == 0
 
 
 def forget_status() -> None:

@@ -141,3 +141,25 @@ def test_per_device_variables_python_variables_and_platform_variables(masters: L
     assert report["env"]["DET_MASTER"] == master.url  # the platform's own variables keep its value
     assert "DET_MASTER is set by the platform for each trial" in proc.stdout
     assert master.context_requests == 2 and master.completed == [{"length": 1, "metric": 0.0001}]
+
+
+def test_local_ranks_run_the_hook_once_and_all_take_its_exports(tmp_path: pathlib.Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "startup-hook.sh").write_text(f"echo ran >> {tmp_path / 'runs.txt'}\nsleep 0.3\nexport FROM_HOOK=shared\n")
+    code = ("import os, sys; from determined.exec._startup_hook import run_startup_hook; "
+            "ran = run_startup_hook(sys.argv[1]); print('RESULT', ran, os.environ.get('FROM_HOOK'), flush=True)")
+    procs = []
+    for rank in (1, 0):  # the waiting rank starts first
+        env = {**os.environ, "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2", "DET_ALLOCATION_ID": f"a-{tmp_path.name}"}
+        procs.append(subprocess.Popen([sys.executable, "-c", code, str(work)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert "RESULT False shared" in outputs[0] and "RESULT True shared" in outputs[1]
+    assert (tmp_path / "runs.txt").read_text() == "ran\n"  # once for the two local ranks
+    from determined.exec._startup_hook import forget_status
+
+    monkeypatch.setenv("DET_ALLOCATION_ID", f"a-{tmp_path.name}")
+    forget_status()  # what rank 0's harness does at the end of the run
