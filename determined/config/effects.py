@@ -65,6 +65,7 @@ _RULES: List[Tuple[Tuple[str, ...], Callable[[Any], bool], str]] = [
     (("resources", "is_single_node"), _set,
      "the local resource manager runs every trial on this machine; the Ray one packs a trial's slots on few nodes"),
     (("resources", "native_parallel"), _set, "deprecated in Determined too"),
+    (("resources", "slots"), lambda v: v is not None, "an experiment's trials take resources.slots_per_trial slots each"),
     (("optimizations", "gradient_compression"), _set, _HOROVOD),
     (("optimizations", "tensor_fusion_threshold"), _not(64), _HOROVOD),
     (("optimizations", "tensor_fusion_cycle_time"), _not(5), _HOROVOD),

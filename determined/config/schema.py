@@ -1,5 +1,6 @@
 """The experiment config schema (every field of Determined 0.12 to 0.38) and ``load_experiment_config``."""
 import math
+import re
 from typing import Any, Dict, List, Mapping
 
 from determined.config.environment import BIND_MOUNTS, ENVIRONMENT, PBS, SLURM
@@ -16,7 +17,6 @@ from determined.config.fields import (
     MemorySize,
     Number,
     Section,
-    Spec,
     Str,
 )
 from determined.config.hparams import Hyperparameters, check_global_batch_size, dotted, grid_values, hparam_leaves
@@ -36,17 +36,6 @@ SEARCHER_HINT = (
 
 def _defaults(section: Section) -> Dict[str, Any]:
     return section.check({}, "", Problems())
-
-
-class _NotForExperiments(Spec):
-    """A field Determined accepts for other tasks but refuses in an experiment config."""
-
-    def __init__(self, hint: str) -> None:
-        self.allowed = hint
-
-    def check(self, value: Any, path: str, problems: Problems) -> Any:
-        problems.add(path, f"got {describe(value)}; it is not an experiment setting", self.allowed)
-        return INVALID
 
 
 _TEXT = Field(Str(), None)
@@ -70,7 +59,7 @@ RESOURCES = Section(
         "devices": Field(ListOf(DEVICE), []),
         "is_single_node": Field(Bool(), None),
         "resource_manager": _TEXT,  # 0.29.0 only
-        "slots": Field(_NotForExperiments("an experiment's trials take resources.slots_per_trial slots each"), None),
+        "slots": Field(Int(minimum=0), None),  # the slots of commands and notebooks: no effect on experiments
     }
 )
 OPTIMIZATIONS = Section(
@@ -175,6 +164,8 @@ def load_experiment_config(raw: Mapping[str, Any]) -> Dict[str, Any]:
     _check_workspace_and_project(config, problems)
     _check_entrypoint(config, problems)
     in_records_or_epochs = _check_epochs(config, problems)
+    if not _runs_a_trial_class(config):
+        in_records_or_epochs = []  # a script gets its searcher lengths in their own unit: nothing to convert
     if isinstance(config["hyperparameters"], dict):
         slots = config["resources"]["slots_per_trial"] if isinstance(config["resources"], dict) else 1
         required_by = f"{', '.join(in_records_or_epochs)} (in records or epochs)" if in_records_or_epochs else ""
@@ -194,6 +185,15 @@ def _name_the_experiment(config: Dict[str, Any]) -> None:
         config["name"] = name
     if description is None and name is not INVALID:
         config["description"] = name
+
+
+def _runs_a_trial_class(config: Dict[str, Any]) -> bool:
+    """Whether the experiment runs a Trial class (an entrypoint `module:Class`, or the Native API)."""
+    internal = config["internal"]
+    if isinstance(internal, dict) and internal.get("native") is not None:
+        return True
+    entrypoint = config["entrypoint"]
+    return not isinstance(entrypoint, str) or re.fullmatch(ENTRYPOINT_PATTERN, entrypoint) is not None
 
 
 def _check_workspace_and_project(config: Dict[str, Any], problems: Problems) -> None:

@@ -1,6 +1,6 @@
 """``checkpoint_storage``, ``tensorboard_storage`` and ``data_layer``: one section per storage type."""
 import posixpath
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 from determined.config.errors import Problems, join_path
 from determined.config.fields import INVALID, REQUIRED, Enum, Field, Int, Section, Spec, Str, Union
@@ -67,8 +67,13 @@ class StorageSpec(Spec):
     def __init__(self, with_gc: bool) -> None:
         self.union = Union(_types(with_gc))
         self.allowed = self.union.allowed
+        self.gc_only = Section(dict(_GC)) if with_gc else None
 
     def check(self, value: Any, path: str, problems: Problems) -> Any:
+        if self.gc_only is not None and isinstance(value, Mapping) and value and "type" not in value \
+                and all(key in GC_DEFAULTS for key in value):
+            # Only GC settings: Determined merged them into the cluster's default storage (the master does here).
+            return self.gc_only.check(value, path, problems)
         out = self.union.check(value, path, problems)
         if out is INVALID:
             return INVALID
@@ -133,9 +138,12 @@ def with_gc_policy(storage: Mapping[str, Any], **policy: int) -> Dict[str, Any]:
     return {**storage, **policy}
 
 
-def replace_unreachable_storage(storage: Mapping[str, Any], default: Mapping[str, Any]) -> Dict[str, Any]:
-    """``default`` with the GC settings of ``storage`` when ``storage`` is of a type this platform cannot write to
-    (gcs, azure, hdfs); ``storage`` itself otherwise."""
-    if storage.get("type") not in UNREACHABLE_TYPES:
-        return dict(storage)
-    return {**default, **{name: storage[name] for name in GC_DEFAULTS if name in storage}}
+def complete_storage(storage: Optional[Mapping[str, Any]], default: Mapping[str, Any]) -> Dict[str, Any]:
+    """The checkpoint storage an experiment uses, given the master's ``default``: the default when the config
+    gives none; the default with the config's GC settings when it gives only those (as Determined merged them into
+    the cluster's storage) or a type this platform cannot reach (gcs, azure, hdfs); else the config's own."""
+    if storage is None:
+        return dict(default)
+    if storage.get("type") is None or storage.get("type") in UNREACHABLE_TYPES:
+        return {**default, **{name: storage[name] for name in GC_DEFAULTS if name in storage}}
+    return dict(storage)

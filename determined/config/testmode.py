@@ -6,7 +6,7 @@ from typing import Any, Dict, Mapping, Optional
 from determined.common import data_dir
 from determined.config.hparams import sample_hparams
 from determined.config.schema import load_experiment_config
-from determined.config.storage import default_checkpoint_storage
+from determined.config.storage import complete_storage, default_checkpoint_storage
 
 TEST_MODE_PREFIX = "[test-mode] "
 
@@ -38,7 +38,7 @@ def make_test_config(config: Mapping[str, Any], hparams: Optional[Mapping[str, A
         "max_length": {"batches": 1},
     }
     out["hyperparameters"] = {name: {"type": "const", "val": value} for name, value in values.items()}
-    storage = out["checkpoint_storage"] or default_checkpoint_storage(str(data_dir()))
+    storage = complete_storage(out["checkpoint_storage"], default_checkpoint_storage(str(data_dir())))
     out["checkpoint_storage"] = {**storage, "save_experiment_best": 0, "save_trial_best": 0, "save_trial_latest": 0}
     out["max_restarts"] = 0
     return load_experiment_config(out)

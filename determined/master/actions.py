@@ -13,7 +13,7 @@ from determined.config import (
     load_experiment_config,
     no_effect_notes,
 )
-from determined.config.storage import UNREACHABLE_TYPES, replace_unreachable_storage
+from determined.config.storage import UNREACHABLE_TYPES, complete_storage
 from determined.master import states
 from determined.master.db import Experiment, Trial
 from determined.master.experiment import (
@@ -43,14 +43,11 @@ def canonical_config(raw: Any, data_dir: str) -> Dict[str, Any]:
         config = load_experiment_config(raw)
     except InvalidExperimentConfig as e:
         raise RequestProblem(400, e.header, list(e.problems)) from None
-    default_storage = default_checkpoint_storage(str(data_dir), "checkpoints")
     storage = config.get("checkpoint_storage")
-    if storage is None:
-        config["checkpoint_storage"] = default_storage
-    elif storage.get("type") in UNREACHABLE_TYPES:
+    if storage is not None and storage.get("type") in UNREACHABLE_TYPES:
         for note in no_effect_notes({"checkpoint_storage": storage}):
             logger.warning("%s", note)
-        config["checkpoint_storage"] = replace_unreachable_storage(storage, default_storage)
+    config["checkpoint_storage"] = complete_storage(storage, default_checkpoint_storage(str(data_dir), "checkpoints"))
     reproducibility = config.setdefault("reproducibility", {}) or {}
     config["reproducibility"] = reproducibility
     if reproducibility.get("experiment_seed") is None:

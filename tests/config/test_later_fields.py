@@ -131,8 +131,6 @@ def test_0_13_description_is_the_name_and_a_pet_name_otherwise(minimal) -> None:
     [
         ({"workspace": "w"}, "project: missing while workspace is given; workspace and project must both be given"),
         ({"project": "p"}, "workspace: missing while project is given"),
-        ({"resources": {"slots": 2}}, "resources.slots: got 2 (an int); it is not an experiment setting; an "
-                                      "experiment's trials take resources.slots_per_trial slots each"),
         ({"searcher": {"name": "custom", "metric": "m", "unit": "batches"}}, "searcher.name: custom searchers"),
         ({"log_policies": [{"name": "a", "pattern": "("}]}, "log_policies[0].pattern: '(' is not a valid regular"),
         ({"log_policies": [{"pattern": "x"}]}, "log_policies[0]: a policy without a name needs both pattern"),
@@ -152,6 +150,26 @@ def test_later_fields_are_checked(minimal, override, problem) -> None:
     with pytest.raises(InvalidExperimentConfig) as info:
         load_experiment_config(minimal(**override))
     assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
+
+
+def test_gc_only_storage_and_slots_as_0_26_examples_have_them() -> None:
+    config = load_experiment_config(load_config_text(
+        "entrypoint: model_def:T\nsearcher: {name: single, metric: m, max_length: 5}\nresources: {slots: 0}\n"
+        "checkpoint_storage: {save_experiment_best: 5, save_trial_best: 2}\n"))
+    assert config["checkpoint_storage"] == {"save_experiment_best": 5, "save_trial_best": 2, "save_trial_latest": 1}
+    from determined.config.storage import complete_storage, default_checkpoint_storage
+
+    default = default_checkpoint_storage("/data")
+    assert complete_storage(config["checkpoint_storage"], default) == {**default, "save_experiment_best": 5,
+                                                                       "save_trial_best": 2, "save_trial_latest": 1}
+    assert "resources.slots: has no effect here" in "\n".join(no_effect_notes(config))
+
+
+def test_global_batch_size_is_not_needed_for_a_scripts_lengths() -> None:
+    from determined.config.schema import _runs_a_trial_class
+
+    assert _runs_a_trial_class({"internal": None, "entrypoint": "model_def:T"})
+    assert not _runs_a_trial_class({"internal": None, "entrypoint": "python3 train.py"})
 
 
 def test_unreachable_storage_types_are_named() -> None:
