@@ -1,8 +1,9 @@
 """`python -m determined.exec.harness`: the entry point of every trial process.
 
-It reads DET_MASTER, DET_TRIAL_ID, DET_ALLOCATION_ID and DET_SESSION_TOKEN, fetches the trial's context and
-the experiment's model definition, unpacks it into a fresh work directory, and runs the trial: the config's
-`entrypoint` Trial class through its controller, or the Native API command's script. Exit status 0 when
+It reads DET_MASTER, DET_TRIAL_ID, DET_ALLOCATION_ID and DET_SESSION_TOKEN, fetches the trial's context (and
+sets the config's `environment.environment_variables`), fetches the experiment's model definition, unpacks it into
+a fresh work directory, runs its `startup-hook.sh` if it has one, and runs the trial: the config's `entrypoint`
+Trial class through its controller, or the Native API command's script. Exit status 0 when
 the trial finished or was preempted; 1 when the user's code failed; 3 when the master stayed unreachable.
 
 A trial on several slots runs one harness per slot under `python -m determined.exec.launch`, which sets

@@ -163,3 +163,17 @@ def test_local_ranks_run_the_hook_once_and_all_take_its_exports(tmp_path: pathli
 
     monkeypatch.setenv("DET_ALLOCATION_ID", f"a-{tmp_path.name}")
     forget_status()  # what rank 0's harness does at the end of the run
+
+
+def test_the_list_of_the_trials_kind_of_slot_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from determined.exec import _environment
+
+    config = load_experiment_config({
+        "entrypoint": "m:T", "searcher": {"name": "single", "metric": "m", "max_length": 1},
+        "environment": {"environment_variables": {"cpu": ["K=cpu"], "gpu": ["K=gpu", "NCCL_DEBUG=INFO"]}},
+    })
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert _environment.trial_device() == "cuda"
+    assert _environment.wanted_changes(config, {}) == {"K": "gpu", "NCCL_DEBUG": "INFO"}  # `gpu`: 0.13's `cuda`
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _environment.wanted_changes(config, {"K": "cpu"}) == {}  # already set as wanted
