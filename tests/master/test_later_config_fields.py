@@ -41,15 +41,20 @@ def _ended(session: Session, exp_id: int) -> Dict[str, Any]:
 
 def test_cancel_retries_stops_restarts_and_labels_the_trial(tmp_path: pathlib.Path, fake_dir: pathlib.Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_CRASH_TRIAL", "1,2")  # trials 1 and 2 fail after their first report
     with start(tmp_path / "data") as em:
         s = em.session()
-        # Trial 1 fails after its first report; its log line "fake trial 1 starts at batch 0" matches.
-        monkeypatch.setenv("FAKE_CRASH_TRIAL", "1")
+        # Trial 1's log line "fake trial 1 starts at batch 0" matches a cancel_retries policy.
         policies = [{"name": "doomed", "pattern": r"fake trial \d+ starts", "action": "cancel_retries"},
                     {"pattern": "a line on stderr", "action": {"type": "exclude_node"}}]  # the 0.26.4-0.37 form
         first = create(s, config(max_trials=1, length=30, max_restarts=3, log_policies=policies))
+        # A label-only policy changes nothing else: trial 2 is restarted up to max_restarts, each run labelled.
+        second = create(s, config(max_trials=1, length=30, max_restarts=1,
+                                  log_policies=[{"name": "stderr seen", "pattern": "line on stderr"}]))
+
         trial = _ended(s, first)
-        assert trial["state"] == "ERROR" and trial["restarts"] == 0  # not restarted although max_restarts is 3
+        assert trial["id"] == 1 and trial["state"] == "ERROR"
+        assert trial["restarts"] == 0  # not restarted although max_restarts is 3
         assert trial["log_policy_matched"] == "doomed"
         matches = {(m["name"], m["action"]) for m in trial["log_policy_matches"]}
         assert matches == {("doomed", "cancel_retries"), (None, "exclude_node")}
@@ -57,17 +62,12 @@ def test_cancel_retries_stops_restarts_and_labels_the_trial(tmp_path: pathlib.Pa
         doomed = [m for m in trial["log_policy_matches"] if m["name"] == "doomed"][0]
         assert doomed["line"] == "fake trial 1 starts at batch 0"
 
-        # A label-only policy changes nothing else: trial 2 is restarted up to max_restarts, each run labelled.
-        monkeypatch.setenv("FAKE_CRASH_TRIAL", "2")
-        second = create(s, config(max_trials=1, length=30, max_restarts=1,
-                                  log_policies=[{"name": "stderr seen", "pattern": "line on stderr"}]))
         trial = _ended(s, second)
-        assert trial["state"] == "ERROR" and trial["log_policy_matched"] == "stderr seen"
+        assert trial["id"] == 2 and trial["state"] == "ERROR" and trial["log_policy_matched"] == "stderr seen"
         runs = {m["allocation_id"] for m in trial["log_policy_matches"]}
         assert len(runs) == 2 and {m["name"] for m in trial["log_policy_matches"]} == {"stderr seen"}  # 1 restart
 
         # The default policies (CUDA OOM, ECC Error) label only what they match: nothing here.
-        monkeypatch.setenv("FAKE_CRASH_TRIAL", "0")
         third = create(s, config(max_trials=1, length=10))
         trial = _ended(s, third)
         assert trial["state"] == "COMPLETED" and trial["log_policy_matched"] is None
