@@ -208,10 +208,12 @@ def _local_config(
             if section in raw:
                 logger.info("test mode ignores the config's %r section", section)
                 del raw[section]
-        raw["scheduling_unit"] = 1
     if not raw.get("entrypoint") and not (raw.get("internal") or {}).get("native"):
         raw["entrypoint"] = _entrypoint_of(trial_class)
-    return dict(det_config.load_experiment_config(raw))
+    canonical = dict(det_config.load_experiment_config(raw))  # 0.12 names (batches_per_step...) upgraded first
+    if test:
+        canonical["scheduling_unit"] = 1
+    return canonical
 
 
 def _sample_hparams(config: Dict[str, Any], seed: int) -> Dict[str, Any]:

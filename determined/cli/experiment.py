@@ -16,6 +16,16 @@ def _load_raw(path: str) -> Dict[str, Any]:
     return det_config.load_config_file(path)
 
 
+def _print_notes(raw: Dict[str, Any]) -> None:
+    """One line per config field that has no effect here (an invalid config is reported by the command)."""
+    try:
+        canonical = det_config.load_experiment_config(raw)
+    except det_config.InvalidExperimentConfig:
+        return
+    for note in det_config.no_effect_notes(canonical):
+        print(f"note: {note}", file=sys.stderr)
+
+
 def _apply_cpu_slots(args: argparse.Namespace) -> None:
     """--cpu-slots N: the CPU slots of the master this command starts (DET_CPU_SLOTS for it)."""
     if getattr(args, "cpu_slots", None) is None:
@@ -33,6 +43,7 @@ def _apply_cpu_slots(args: argparse.Namespace) -> None:
 def create(args: argparse.Namespace) -> int:
     _apply_cpu_slots(args)
     raw = _load_raw(args.config_file)
+    _print_notes(raw)
     if args.local and args.test_mode:
         return _local_test(raw, args.model_def)
     if args.test_mode:
@@ -57,6 +68,9 @@ def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
 
     det_context.check_entrypoint(model_dir, canonical.get("entrypoint"))
     model_dir = os.path.abspath(model_dir)
+    if os.path.isfile(os.path.join(model_dir, "startup-hook.sh")):
+        print("note: startup-hook.sh is not run in --local mode (nor was it by Determined): run it yourself if the "
+              "trial needs what it installs", file=sys.stderr)
     os.chdir(model_dir)
     trial_class = _execution.load_trial_class(canonical["entrypoint"], model_dir)
     summary = _execution.test_one_batch(trial_class, canonical)
@@ -77,7 +91,7 @@ def _summary_row(e: Dict[str, Any]) -> list:
         _render.fmt_metric(e.get("best_validation")),
         _render.fmt_time(e.get("start_time")),
         _render.fmt_time(e.get("end_time")),
-        e.get("description", ""),
+        e.get("name") or e.get("description", ""),
     ]
 
 
@@ -88,7 +102,7 @@ def list_experiments(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(exps)
         return 0
-    headers = ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Description"]
+    headers = ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Name"]
     rows = [_summary_row(e) for e in exps]
     if args.csv:
         _render.csv_rows(headers, rows)
@@ -112,7 +126,7 @@ def describe(args: argparse.Namespace) -> int:
     for d in descs:
         e = d["experiment"]
         _render.table(
-            ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Description"], [_summary_row(e)]
+            ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Name"], [_summary_row(e)]
         )
         _render.console.print(_follow.trials_table(e, d["trials"], title="Trials"))
         if args.metrics:

@@ -15,15 +15,15 @@ _CONFIG_KEYS = ("host", "port", "db", "data_dir", "cpu_slots", "preemption_timeo
 
 
 def _load_config_file(path: str) -> Dict[str, Any]:
-    import yaml
+    from determined import config as det_config
 
     try:
-        with open(path) as f:
-            raw = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise errors.DeterminedError(f"cannot read the master config {path}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise errors.DeterminedError(f"the master config {path} is not valid YAML: {e}") from None
+        text = det_config.read_config_file(path, header="cannot read the master config")
+        raw = det_config.parse_yaml(text, path, header="cannot read the master config")
+    except det_config.ConfigFileError as e:
+        raise errors.DeterminedError(str(e)) from None
+    if raw is None:
+        return {}
     if not isinstance(raw, dict):
         raise errors.DeterminedError(f"the master config {path} must be a mapping of {', '.join(_CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(_CONFIG_KEYS))

@@ -7,6 +7,7 @@ from determined import errors
 from determined.cli import _render
 from determined.cli.checkpoint import print_downloaded
 from determined.cli.experiment import _smaller_is_better
+from determined.config import flat_hparams
 from determined.experimental import _connect, _follow
 from determined.experimental.client import Determined
 
@@ -26,7 +27,7 @@ def describe(args: argparse.Namespace) -> int:
         ["Trial", "Experiment", "State", "Batches", "Restarts", "Best", "Start", "End", "Hyperparameters"],
         [[t["id"], t["experiment_id"], t["state"], t.get("total_batches"), t.get("restarts"),
           _render.fmt_metric(t.get("best_validation")), _render.fmt_time(t.get("start_time")),
-          _render.fmt_time(t.get("end_time")), _render.metrics_text(t.get("hparams"))]],
+          _render.fmt_time(t.get("end_time")), _render.metrics_text(flat_hparams(t.get("hparams") or {}))]],
     )
     by_batch: Dict[int, Dict[str, Any]] = {}
     for v in d["validation_metrics"]:

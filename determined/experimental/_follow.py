@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from determined.common.api import Session
+from determined.config import flat_hparams
 
 TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
 
@@ -34,18 +35,20 @@ def _fmt_value(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
-def _hparam_columns(trials: List[Dict[str, Any]]) -> List[str]:
-    """Hyperparameters that differ between trials (all of them when there is one trial), by name."""
-    names = sorted({k for t in trials for k in (t.get("hparams") or {})})
-    if len(trials) <= 1:
+def _hparam_columns(flat: List[Dict[str, Any]]) -> List[str]:
+    """Hyperparameters that differ between trials (all of them when there is one trial), by (dotted) name."""
+    names = sorted({k for values in flat for k in values})
+    if len(flat) <= 1:
         return [n for n in names if n != "global_batch_size"] or names
-    varying = [n for n in names if len({repr((t.get("hparams") or {}).get(n)) for t in trials}) > 1]
+    varying = [n for n in names if len({repr(values.get(n)) for values in flat}) > 1]
     return varying
 
 
 def trials_table(experiment: Dict[str, Any], trials: List[Dict[str, Any]], title: Optional[str] = None) -> Table:
     metric = experiment.get("searcher_metric") or "metric"
-    hp_names = _hparam_columns(trials)
+    specs = (experiment.get("config") or {}).get("hyperparameters")
+    flat = {t["id"]: flat_hparams(t.get("hparams") or {}, specs) for t in trials}
+    hp_names = _hparam_columns(list(flat.values()))
     table = Table(title=title, title_justify="left")
     table.add_column("trial", justify="right")
     table.add_column("state")
@@ -57,7 +60,7 @@ def trials_table(experiment: Dict[str, Any], trials: List[Dict[str, Any]], title
     best_id = experiment.get("best_trial_id")
     for t in sorted(trials, key=lambda t: t["id"]):
         style = "bold green" if t["id"] == best_id else None
-        hparams = t.get("hparams") or {}
+        hparams = flat[t["id"]]
         table.add_row(
             str(t["id"]),
             t["state"],

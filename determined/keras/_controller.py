@@ -13,6 +13,7 @@ import tensorflow as tf
 from determined import errors, tensorflow as det_tf
 from determined._trial import construct_trial
 from determined._trial_loop import BatchLoop
+from determined.config.hparams import GLOBAL_BATCH_SIZE_HOW
 from determined.keras import _checkpoint, _data, _distributed
 from determined.keras._tf_keras_context import TFKerasTrialContext
 
@@ -106,6 +107,11 @@ class TFKerasTrialController(BatchLoop):
             )
         self._read_config(context.get_experiment_config())
         self._native = bool(getattr(trial_class, "_det_native", False))
+        if not self._native and "global_batch_size" not in context.get_hparams():
+            raise errors.InvalidTrialError(
+                f"hyperparameters.global_batch_size: missing; a TFKerasTrial ({name}) batches its data with it: "
+                f"{GLOBAL_BATCH_SIZE_HOW}"
+            )
         self._rank = context.distributed.rank
         self._size = context.distributed.size
         # With several slots: the MultiWorkerMirroredStrategy that pre_execute_hook joined.

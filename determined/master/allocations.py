@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined import searcher
-from determined.master import states
+from determined.master import log_policies, states
 from determined.master.db import Experiment, Trial, TrialLog, utcnow
 from determined.master.experiment import (
     _check_done,
@@ -73,13 +73,23 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     if (returncode == 0 and preempted) or master_stopping:
         rollback_to_checkpoint(s, exp, trial)
         return
-    _failed(s, exp, trial, returncode)
+    _failed(s, exp, trial, returncode, allocation_id)
 
 
-def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int) -> None:
+def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int, allocation_id: str) -> None:
     """A run failed: restart the trial from its latest checkpoint, or end it in ERROR when it has used its
-    `max_restarts` restarts. `trial.restarts` counts the restarts that happened, the number the trial's logs
-    tell (one "restart N of M" line each)."""
+    `max_restarts` restarts or a `cancel_retries` log policy matched its logs. `trial.restarts` counts the
+    restarts that happened, the number the trial's logs tell (one "restart N of M" line each)."""
+    canceled_by = log_policies.cancels_retries(trial, allocation_id)
+    if canceled_by is not None:
+        message = (f"trial {trial.id} failed (exit code {returncode}); log policy "
+                   f"{canceled_by.get('name') or canceled_by.get('line')!r} (cancel_retries) matched its logs: "
+                   "not restarted: ERROR")
+        logger.warning("%s", message)
+        _log_to_trial(s, trial, message)
+        rollback_to_checkpoint(s, exp, trial)
+        finish_trial(s, exp, trial, states.ERROR, searcher.ExitedReason.ERRORED.value)
+        return
     max_restarts = int(exp.config.get("max_restarts", 5))
     if trial.restarts >= max_restarts:
         message = (f"trial {trial.id} failed (exit code {returncode}) after {trial.restarts} restart(s) "

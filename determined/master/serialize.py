@@ -6,6 +6,8 @@ from typing import Any, Dict, List, Optional
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from determined.config import InvalidExperimentConfig, canonical_hparams, dotted, hparam_leaves
+from determined.master.log_policies import latest_label
 from determined.master.db import Checkpoint, Experiment, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.db.models import Model, ModelVersion
 
@@ -14,13 +16,29 @@ def timestamp(value: Optional[datetime.datetime]) -> Optional[str]:
     return None if value is None else value.isoformat() + "Z"
 
 
+def searched_hparams(config: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The hyperparameters a search varies (not constants), nested ones too: each with its dotted name (what tables
+    and charts show), its path in a trial's nested values, and its type."""
+    specs = config.get("hyperparameters") or {}
+    try:
+        leaves = hparam_leaves(canonical_hparams(specs))
+    except InvalidExperimentConfig:
+        return []
+    return [{"name": dotted(path), "path": list(path), "type": spec["type"]}
+            for path, spec in leaves if spec.get("type") != "const"]
+
+
 def experiment(s: Session, exp: Experiment) -> Dict[str, Any]:
     config = exp.config
     num_trials = s.scalar(select(func.count()).select_from(Trial).where(Trial.experiment_id == exp.id)) or 0
     return {
         "id": exp.id,
         "state": exp.state,
+        "name": config.get("name") or config.get("description") or "",
         "description": config.get("description") or "",
+        "workspace": config.get("workspace") or "",
+        "project": config.get("project") or "",
+        "searched_hparams": searched_hparams(config),
         "labels": list(config.get("labels") or []),
         "config": config,
         "owner": exp.owner,
@@ -52,6 +70,8 @@ def trial(t: Trial) -> Dict[str, Any]:
         "latest_validation": t.latest_validation,
         "latest_checkpoint_uuid": t.latest_checkpoint_uuid,
         "warm_start_checkpoint_uuid": t.warm_start_checkpoint_uuid,
+        "log_policy_matched": latest_label(t),
+        "log_policy_matches": list(t.log_policy_matches or []),
     }
 
 

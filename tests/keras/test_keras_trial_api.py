@@ -74,6 +74,15 @@ def test_clear_errors(trial_class: type, message: str, tmp_path: pathlib.Path) -
     assert message in str(info.value)
 
 
+def test_a_tfkerastrial_needs_global_batch_size(tmp_path: pathlib.Path) -> None:
+    # The config no longer requires it (Determined 0.38 does not); the Trial API that batches with it does.
+    config = trials.make_config(hyperparameters={"learning_rate": 0.05})
+    with pytest.raises(errors.InvalidTrialError) as info:
+        trials.run_trial(trials.ArrayTrial, tmp_path, [4], config=config)
+    assert str(info.value).startswith("hyperparameters.global_batch_size: missing; a TFKerasTrial (ArrayTrial) "
+                                      "batches its data with it: add it under hyperparameters, e.g.")
+
+
 def test_sequence_adapter_arguments() -> None:
     with pytest.raises(errors.InvalidTrialError, match="turn it into a tf.keras.utils.Sequence"):
         SequenceAdapter(x for x in range(3))

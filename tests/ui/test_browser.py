@@ -108,16 +108,17 @@ def test_parallel_coordinates_hold_every_trial(ui_master: Dict[str, Any], shared
         dims = page.evaluate("() => document.getElementById('hp-parcoords').data[0].dimensions.map(d => [d.label, Array.from(d.values)])")
         by_label = dict((label, values) for label, values in dims)
         assert sorted(by_label["trial"]) == sorted(t["id"] for t in trials)
-        assert set(by_label) == {"trial", "x", "noise", "validation_loss"}
+        assert set(by_label) == {"trial", "x", "extra.noise", "validation_loss"}
         order = by_label["trial"]
         for t in trials:
             i = order.index(t["id"])
             assert by_label["x"][i] == pytest.approx(t["hparams"]["x"])
+            assert by_label["extra.noise"][i] == pytest.approx(t["hparams"]["extra"]["noise"])
             assert by_label["validation_loss"][i] == pytest.approx(t["best_validation"])
         # one scatter per searched hyperparameter, each with every trial that has a metric
         page.wait_for_selector("#hp-scatter .scatter-plot[data-hparam='x'] .main-svg")
         counts = page.evaluate("() => Array.from(document.querySelectorAll('#hp-scatter .scatter-plot')).map(d => [d.dataset.hparam, d.data[0].x.length])")
-        assert dict(counts) == {"x": len(trials), "noise": len(trials)}
+        assert dict(counts) == {"x": len(trials), "extra.noise": len(trials)}
         # importance of both searched hyperparameters, and ASHA's rungs: 6 trials reported in the first rung
         page.wait_for_function("() => { const g = document.getElementById('hp-importance'); return g && g.data && g.data[0].y.length === 2; }")
         rung_counts = page.evaluate("() => { const d = document.getElementById('searcher-progress').data; return d[0].y.map((p, i) => p + d[1].y[i]); }")

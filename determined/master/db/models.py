@@ -60,6 +60,8 @@ class Trial(Base):
     latest_validation: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
     start_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
+    # [{"name", "action", "allocation_id", "line"}]: the first match of each log policy in each run (log_policies)
+    log_policy_matches: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
 
 
 class SearcherOperation(Base):

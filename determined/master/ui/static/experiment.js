@@ -10,12 +10,14 @@
 
   // ---- helpers over the data
 
-  function searchedHparams(exp) {
-    const specs = exp.config.hyperparameters || {};
-    return Object.keys(specs).filter((name) => {
-      const spec = specs[name];
-      return spec && typeof spec === "object" && spec.type && spec.type !== "const";
-    }).sort();
+  // The searched hyperparameters, nested ones under dotted names (the master lists them with their paths).
+  function searchedHparams(exp) { return (exp.searched_hparams || []).map((h) => h.name); }
+
+  function hparamSpec(exp, name) { return (exp.searched_hparams || []).find((h) => h.name === name) || {}; }
+
+  function hparamValue(exp, trial, name) {
+    const path = hparamSpec(exp, name).path || [name];
+    return path.reduce((v, key) => (v !== null && typeof v === "object" ? v[key] : undefined), trial.hparams);
   }
 
   function better(a, b) { // is a better than b for the searcher metric
@@ -29,7 +31,8 @@
 
   function renderHeader() {
     const exp = view.exp;
-    document.getElementById("exp-description").textContent = exp.description || "";
+    document.getElementById("exp-description").textContent =
+      exp.name + (exp.description && exp.description !== exp.name ? ` — ${exp.description}` : "");
     document.getElementById("exp-state").replaceChildren(det.stateBadge(exp.state));
     const searcher = exp.config.searcher;
     det.fill(document.getElementById("exp-summary"),
@@ -113,7 +116,7 @@
     const trials = view.trials;
     const metric = trials.map((t) => metricValue(t.best_validation));
     const dims = [{ label: "trial", values: trials.map((t) => t.id) }];
-    for (const name of names) dims.push(dimension(name, trials.map((t) => t.hparams[name])));
+    for (const name of names) dims.push(dimension(name, trials.map((t) => hparamValue(exp, t, name))));
     dims.push({ label: exp.searcher_metric, values: metric });
     const finite = metric.filter((v) => !isNaN(v));
     det.plot("hp-parcoords", [{
@@ -133,9 +136,9 @@
     const withMetric = trials.filter((t) => !isNaN(metricValue(t.best_validation)));
     for (const div of row.querySelectorAll(".scatter-plot")) {
       const name = div.dataset.hparam;
-      const spec = exp.config.hyperparameters[name];
+      const spec = hparamSpec(exp, name);
       det.plot(div, [{
-        type: "scatter", mode: "markers", x: withMetric.map((t) => t.hparams[name]), y: withMetric.map((t) => t.best_validation),
+        type: "scatter", mode: "markers", x: withMetric.map((t) => hparamValue(exp, t, name)), y: withMetric.map((t) => t.best_validation),
         text: withMetric.map((t) => `trial ${t.id}`), marker: { size: 8,
           color: withMetric.map((t) => (t.id === exp.best_trial_id ? "#d62728" : "#1f77b4")) },
       }], { height: 260, margin: { l: 55, r: 10, t: 10, b: 45 },
@@ -203,7 +206,7 @@
       { key: "state", label: "State", cell: (t) => det.stateBadge(t.state) },
       { key: "total_batches", label: "Batches" },
       { key: "restarts", label: "Restarts" },
-      ...names.map((n) => ({ key: "hp:" + n, label: n, value: (t) => t.hparams[n] })),
+      ...names.map((n) => ({ key: "hp:" + n, label: n, value: (t) => hparamValue(exp, t, n) })),
       { key: "best", label: `best ${exp.searcher_metric}`, value: (t) => t.best_validation },
       ...view.metrics.metric_names.validation.map((n) => ({ key: "val:" + n, label: `val ${n}`,
         value: (t) => (t.latest_validation || {})[n] })),

@@ -10,6 +10,15 @@
   let logOffset = 0;
   let lastSignature = "";
 
+  // Nested hyperparameters under dotted names (optim.lr), for the table only.
+  function dotted(values, prefix = "", out = {}) {
+    for (const [k, v] of Object.entries(values || {})) {
+      if (v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length) dotted(v, prefix + k + ".", out);
+      else out[prefix + k] = v;
+    }
+    return out;
+  }
+
   function renderSummary(t) {
     document.getElementById("trial-experiment").replaceChildren("of ",
       el("a", { href: "/experiments/" + t.experiment_id }, `experiment ${t.experiment_id}`));
@@ -22,6 +31,7 @@
       el("span", {}, `Started ${det.fmtTime(t.start_time)}`),
       t.end_time ? el("span", {}, `Ended ${det.fmtTime(t.end_time)}`) : null,
       t.warm_start_checkpoint_uuid ? el("span", {}, `Started from checkpoint ${t.warm_start_checkpoint_uuid}`) : null,
+      t.log_policy_matched ? el("span", {}, `Log policy matched: ${t.log_policy_matched}`) : null,
     );
     document.title = `Trial ${id} · ${t.state} · Determined`;
   }
@@ -77,7 +87,7 @@
     lastSignature = signature;
     renderSummary(d.trial);
     renderCharts(d.training_metrics, d.validation_metrics);
-    det.keyValueTable(document.getElementById("trial-hparams"), d.trial.hparams);
+    det.keyValueTable(document.getElementById("trial-hparams"), dotted(d.trial.hparams));
     renderCheckpoints(d.checkpoints);
     return !TERMINAL.includes(d.trial.state);
   }
