@@ -27,7 +27,7 @@ from determined.config.hparams import (
 from determined.config.log_policies import active_log_policies
 from determined.config.lengths import length_to_batches
 from determined.config.schema import TOP_LEVEL_FIELDS, load_experiment_config
-from determined.config.searchers import MAX_ALLOWED_TRIALS, SEARCHER_NAMES
+from determined.config.searchers import MAX_ALLOWED_TRIALS, SEARCHER_NAMES, searcher_drives_trials
 from determined.config.storage import default_checkpoint_storage
 from determined.config.testmode import make_test_config
 
@@ -55,6 +55,7 @@ __all__ = [
     "Log",
     "MAX_ALLOWED_TRIALS",
     "SEARCHER_NAMES",
+    "searcher_drives_trials",
     "TOP_LEVEL_FIELDS",
     "canonical_hparam",
     "default_checkpoint_storage",

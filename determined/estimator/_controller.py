@@ -353,7 +353,7 @@ class EstimatorTrialController(TrialLoop):
 
     def _advance(self) -> bool:
         """Complete the current operation while it is reached and move to the next; False when none is left."""
-        while self._op is not None and self.steps_completed >= self._op.length:
+        while self._op is not None and self.steps_completed >= self._op._batches:
             self._complete(self._op)
             assert self._ops is not None
             self._op = next(self._ops, None)

@@ -17,6 +17,7 @@ from determined.master.experiment import (
     get_experiment,
     pending_operations,
     rollback_to_checkpoint,
+    runs_own_loop,
 )
 
 logger = logging.getLogger("determined.master")
@@ -35,6 +36,7 @@ def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
     trial.allocation_id = uuid.uuid4().hex
     trial.session_token = secrets.token_urlsafe(24)
     trial.preempt_requested = False
+    trial.preempt_acked = False
     trial.early_exit_reason = None
     return trial.allocation_id, trial.session_token
 
@@ -45,16 +47,22 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     0 after the searcher closed the trial -> COMPLETED; 0 after a preemption -> the trial waits to be
     rescheduled (PAUSED while its experiment is paused); a reported early exit -> its state; anything else
     -> a restart from the latest checkpoint, or ERROR once `max_restarts` is exceeded.
+
+    A trial that runs its own loop (Determined 0.38) lives as long as its process: 0 -> COMPLETED, unless the
+    run acknowledged a preemption signal (pause, master shutdown: rescheduled); stopped by the searcher (a
+    Close) it ends COMPLETED whatever it exits with after the signal.
     """
     trial = s.get(Trial, trial_id)
     if trial is None or trial.allocation_id != allocation_id:
         return
     exp = get_experiment(s, trial.experiment_id)
     preempted = trial.preempt_requested
+    acked = bool(trial.preempt_acked)
     reason = trial.early_exit_reason
     trial.allocation_id = None
     trial.session_token = None
     trial.preempt_requested = False
+    trial.preempt_acked = False
     trial.early_exit_reason = None
 
     if trial.state in (states.STOPPING_KILLED, states.STOPPING_CANCELED):
@@ -70,6 +78,13 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     if returncode == 0 and trial.close_requested and not pending_operations(s, trial.id):
         finish_trial(s, exp, trial, states.COMPLETED, None)
         return
+    if runs_own_loop(exp) and not master_stopping:
+        if trial.close_requested and preempted:  # stopped by the searcher; it may not survive the signal
+            finish_trial(s, exp, trial, states.COMPLETED, None)
+            return
+        if returncode == 0 and not (preempted and acked):
+            finish_trial(s, exp, trial, states.COMPLETED, None)
+            return
     if (returncode == 0 and preempted) or master_stopping:
         rollback_to_checkpoint(s, exp, trial)
         return

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from determined.config import InvalidExperimentConfig, canonical_hparams, dotted, hparam_leaves
 from determined.master.log_policies import latest_label
-from determined.master.db import Checkpoint, Experiment, TrainingMetrics, Trial, ValidationMetrics
+from determined.master.db import Checkpoint, Experiment, GroupMetrics, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.db.models import Model, ModelVersion
 
 
@@ -72,6 +72,7 @@ def trial(t: Trial) -> Dict[str, Any]:
         "warm_start_checkpoint_uuid": t.warm_start_checkpoint_uuid,
         "log_policy_matched": latest_label(t),
         "log_policy_matches": list(t.log_policy_matches or []),
+        "runner_status": t.runner_status,
     }
 
 
@@ -143,5 +144,6 @@ def training_metrics(rows: List[TrainingMetrics]) -> List[Dict[str, Any]]:
              "end_time": timestamp(r.end_time)} for r in rows]
 
 
-def validation_metrics(rows: List[ValidationMetrics]) -> List[Dict[str, Any]]:
+def validation_metrics(rows: "List[ValidationMetrics] | List[GroupMetrics]") -> List[Dict[str, Any]]:
+    """Validation metrics, or the metrics of any other group (same shape)."""
     return [{"steps_completed": r.steps_completed, "metrics": r.metrics, "end_time": timestamp(r.end_time)} for r in rows]

@@ -119,6 +119,7 @@ class AsyncHalvingSearch(SearchMethod):
         self.outstanding: Set[str] = set()
         self.outstanding_by_rung = [0] * self.num_rungs
         self.exited: Set[str] = set()
+        self.invalid: Set[str] = set()  # replaced after INVALID_HP
         self.close_sent: Set[str] = set()
         self.closed: Set[str] = set()
         self.closed_out_rungs = 0
@@ -158,9 +159,28 @@ class AsyncHalvingSearch(SearchMethod):
     def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
         self._known(request_id)
         self.exited.add(request_id)
+        if reason == ExitedReason.INVALID_HP and request_id not in self.invalid:
+            return self._replace_invalid(ctx, request_id)
         if request_id in self.outstanding:
             return self._report(ctx, request_id, WORST_METRIC)
         return []
+
+    def _replace_invalid(self, ctx: SearchContext, request_id: str) -> List[Operation]:
+        """INVALID_HP (as Determined): the trial leaves every rung and a new one replaces it, not counted."""
+        self.invalid.add(request_id)
+        for entries in self.rungs:
+            entries[:] = [entry for entry in entries if entry[0] != request_id]
+        if request_id in self.outstanding:
+            self.outstanding.discard(request_id)
+            self.outstanding_by_rung[self.trial_rung[request_id]] -= 1
+        ops = self._create(ctx) if not self.shutdown else []
+        if len(self.rungs[0]) >= self.max_trials:
+            ops += self._close_out_rungs()
+        return ops
+
+    def _counted_trials(self) -> int:
+        """Trials created, less those replaced after INVALID_HP."""
+        return len(self.trial_rung) - len(self.invalid)
 
     def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
         self._known(request_id)
@@ -169,13 +189,14 @@ class AsyncHalvingSearch(SearchMethod):
             self.exited.add(request_id)
             ops += self._report(ctx, request_id, WORST_METRIC)
         self.closed.add(request_id)
-        if not self.shutdown and len(self.trial_rung) >= self.max_trials and len(self.closed) >= len(self.trial_rung):
+        if not self.shutdown and self._counted_trials() >= self.max_trials and len(self.closed) >= len(self.trial_rung):
             self.shutdown = True
             ops.append(Shutdown())
         return ops
 
     def progress(self) -> float:
-        return min(1.0, (len(self.rungs[0]) + len(self.closed)) / (2.0 * self.max_trials))
+        closed = len(self.closed - self.invalid)
+        return min(1.0, (len(self.rungs[0]) + closed) / (2.0 * self.max_trials))
 
     # ---- the algorithm
 
@@ -213,7 +234,7 @@ class AsyncHalvingSearch(SearchMethod):
                 ops += self._report(ctx, promoted, WORST_METRIC)
             else:
                 ops.append(ValidateAfter(promoted, self.rung_lengths[rung + 1]))
-        elif len(self.trial_rung) < self.max_trials:
+        elif self._counted_trials() < self.max_trials:
             ops += self._create(ctx)
         if len(self.rungs[0]) >= self.max_trials:
             ops += self._close_out_rungs()
@@ -280,6 +301,7 @@ class AsyncHalvingSearch(SearchMethod):
             "rungs": [[list(entry) for entry in entries] for entries in self.rungs],
             "outstanding": sorted(self.outstanding),
             "exited": sorted(self.exited),
+            "invalid": sorted(self.invalid),
             "close_sent": sorted(self.close_sent),
             "closed": sorted(self.closed),
             "closed_out_rungs": self.closed_out_rungs,
@@ -295,6 +317,7 @@ class AsyncHalvingSearch(SearchMethod):
         for request_id in self.outstanding:
             self.outstanding_by_rung[self.trial_rung[request_id]] += 1
         self.exited = set(snapshot["exited"])
+        self.invalid = set(snapshot.get("invalid", []))
         self.close_sent = set(snapshot["close_sent"])
         self.closed = set(snapshot["closed"])
         self.closed_out_rungs = int(snapshot["closed_out_rungs"])

@@ -48,14 +48,15 @@ def grid_points(hparams_config: Mapping[str, Any]) -> List[Dict[str, Any]]:
 
 
 class GridSearch(FixedTrialsSearch):
-    """Creates one trial per grid point up front; each trains to `max_length`, validates and closes."""
+    """Creates one trial per grid point up front; each trains to `max_length`, validates and closes (or runs its own
+    loop without max_length)."""
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "GridSearch":
         """The grid search a canonical `searcher` section describes."""
-        from determined.searcher._searcher import config_length
+        from determined.searcher._searcher import optional_config_length
 
-        unit, max_length = config_length(searcher_config, "max_length")
+        unit, max_length = optional_config_length(searcher_config, "max_length")
         return cls(max_length=max_length, unit=unit)
 
     def _trial_hparams(self, ctx: SearchContext) -> Iterator[Dict[str, Any]]:

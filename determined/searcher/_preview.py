@@ -3,6 +3,7 @@ import copy
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from determined.searcher._asha import ASHASearch, AsyncHalvingSearch, promotion_count
+from determined.searcher._asha_stopping import ASHAStoppingSearch
 from determined.searcher._grid import GridSearch, grid_axes
 from determined.searcher._method import SearchMethod
 from determined.searcher._searcher import make_search_method
@@ -35,15 +36,20 @@ def preview(config: Mapping[str, Any]) -> Dict[str, Any]:
     }
     if name in ("single", "random"):
         trials = int(getattr(method, "max_trials"))
-        length = int(getattr(method, "max_length"))
-        out.update(max_length=length, trials=trials, total_length=trials * length)
+        length = getattr(method, "max_length")
+        out.update(max_length=length, trials=trials, total_length=trials * length if length else None)
     elif isinstance(method, GridSearch):
         axes = grid_axes(hparams)
         trials = 1
         for values in axes.values():
             trials *= len(values)
-        out.update(max_length=method.max_length, trials=trials, total_length=trials * method.max_length,
+        length = method.max_length
+        out.update(max_length=length, trials=trials, total_length=trials * length if length else None,
                    values={k: list(v) for k, v in axes.items()})
+    elif isinstance(method, ASHAStoppingSearch):
+        # 0.38: trials run their own loops; the search only stops them at rungs of the reported time metric.
+        out.update(method.describe(), trials=method.max_trials, max_time=method.max_time,
+                   time_metric=method.time_metric, total_length=None)
     elif isinstance(method, (ASHASearch, AsyncHalvingSearch)):
         out.update(_halving_preview(method, hparams, seed))
     else:
@@ -163,6 +169,14 @@ def format_preview(data: Mapping[str, Any]) -> str:
         rows += [[str(r["length"]), str(r["trials"])] for r in data["validations_by_length"]]
         lines += _table(rows)
     lines.append("")
+    if data.get("total_length") is None:
+        if data.get("time_metric"):
+            lines.append(f"Each trial runs its own loop and reports {data['time_metric']} with its validation "
+                         f"metrics; trials below a rung's cutoff are stopped, the best reach max_time "
+                         f"{data['max_time']}")
+        else:
+            lines.append("No max_length: each trial runs its own loop until its process exits")
+        return "\n".join(lines)
     total = f"Total training: {data['total_length']} {unit}"
     if data.get("brackets") or data.get("validations_by_length"):
         total += " when every trial is equally good"

@@ -1,6 +1,7 @@
-"""`random` and `single`: a fixed set of trials, each trained to max_length, validated and closed."""
+"""`random` and `single`: a fixed set of trials, each trained to max_length, validated and closed (or, without
+max_length, each running its own loop until its process exits: Determined 0.38)."""
 import abc
-from typing import Any, Dict, Iterator, List, Set
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 from determined.searcher._context import SearchContext
 from determined.searcher._method import ExitedReason, SearchMethod
@@ -8,13 +9,19 @@ from determined.searcher._ops import Close, Create, Operation, Shutdown, Validat
 
 
 class FixedTrialsSearch(SearchMethod):
-    """A fixed set of trials created up front; each trains to `max_length`, validates and closes.
+    """A fixed set of trials created up front; each trains to `max_length`, validates and closes. Without
+    `max_length` (Determined 0.38) a trial gets no operations: it runs its own loop and ends when its process exits.
 
+    A trial that exits with INVALID_HP is replaced by a new draw when `replaces_invalid` (random; not single or grid,
+    as in Determined), without counting toward the number of trials. Progress is the mean over the trials of each
+    one's progress: 1 once it ended, else the larger of its last `report_progress` and its validated length.
     Subclasses say how many trials there are and the hyperparameters of the i-th.
     """
 
-    def __init__(self, max_length: int, unit: str = "batches") -> None:
-        if max_length <= 0:
+    replaces_invalid = False
+
+    def __init__(self, max_length: Optional[int], unit: str = "batches") -> None:
+        if max_length is not None and max_length <= 0:
             raise ValueError(f"searcher.max_length: must be > 0, got {max_length}")
         self.max_length = max_length
         self.unit = unit
@@ -22,6 +29,8 @@ class FixedTrialsSearch(SearchMethod):
         self.validated: Dict[str, int] = {}
         self.exited: Set[str] = set()
         self.closed: Set[str] = set()
+        self.invalid: Set[str] = set()
+        self.reported_progress: Dict[str, float] = {}
 
     @abc.abstractmethod
     def _trial_hparams(self, ctx: SearchContext) -> Iterator[Dict[str, Any]]:
@@ -35,18 +44,29 @@ class FixedTrialsSearch(SearchMethod):
         ops: List[Operation] = []
         hparams = self._trial_hparams(ctx)
         for _ in range(self._trial_count(ctx)):
-            request_id = ctx.new_request_id()
-            values = next(hparams)
-            self.request_ids.append(request_id)
-            ops += [Create(request_id, values), ValidateAfter(request_id, self.max_length), Close(request_id)]
+            ops += self._trial_operations(ctx.new_request_id(), next(hparams))
         return ops
+
+    def _trial_operations(self, request_id: str, hparams: Dict[str, Any]) -> List[Operation]:
+        self.request_ids.append(request_id)
+        if self.max_length is None:
+            return [Create(request_id, hparams)]
+        return [Create(request_id, hparams), ValidateAfter(request_id, self.max_length), Close(request_id)]
 
     def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
         self.validated[request_id] = max(length, self.validated.get(request_id, 0))
         return []
 
+    def on_trial_progress(self, ctx: SearchContext, request_id: str, progress: float) -> List[Operation]:
+        if request_id in self.request_ids:
+            self.reported_progress[request_id] = min(1.0, max(0.0, float(progress)))
+        return []
+
     def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
         self.exited.add(request_id)
+        if reason == ExitedReason.INVALID_HP and self.replaces_invalid and request_id not in self.invalid:
+            self.invalid.add(request_id)
+            return self._trial_operations(ctx.new_request_id(), ctx.sample_hparams())
         return []
 
     def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
@@ -56,15 +76,18 @@ class FixedTrialsSearch(SearchMethod):
         return []
 
     def progress(self) -> float:
-        if not self.request_ids:
+        counted = [r for r in self.request_ids if r not in self.invalid]
+        if not counted:
             return 0.0
-        done = 0
-        for request_id in self.request_ids:
-            if request_id in self.exited or request_id in self.closed:
-                done += self.max_length
-            else:
-                done += min(self.validated.get(request_id, 0), self.max_length)
-        return done / float(len(self.request_ids) * self.max_length)
+        return sum(self._trial_progress(r) for r in counted) / float(len(counted))
+
+    def _trial_progress(self, request_id: str) -> float:
+        if request_id in self.exited or request_id in self.closed:
+            return 1.0
+        done = self.reported_progress.get(request_id, 0.0)
+        if self.max_length is not None:
+            done = max(done, min(self.validated.get(request_id, 0), self.max_length) / float(self.max_length))
+        return done
 
     def snapshot(self) -> Dict[str, Any]:
         return {
@@ -72,6 +95,8 @@ class FixedTrialsSearch(SearchMethod):
             "validated": dict(self.validated),
             "exited": sorted(self.exited),
             "closed": sorted(self.closed),
+            "invalid": sorted(self.invalid),
+            "reported_progress": dict(self.reported_progress),
         }
 
     def restore(self, snapshot: Dict[str, Any]) -> None:
@@ -79,12 +104,17 @@ class FixedTrialsSearch(SearchMethod):
         self.validated = {str(k): int(v) for k, v in snapshot["validated"].items()}
         self.exited = set(snapshot["exited"])
         self.closed = set(snapshot["closed"])
+        self.invalid = set(snapshot.get("invalid", []))
+        self.reported_progress = {str(k): float(v) for k, v in (snapshot.get("reported_progress") or {}).items()}
 
 
 class RandomSearch(FixedTrialsSearch):
-    """Creates `max_trials` trials up front with sampled hyperparameters; each trains to `max_length`."""
+    """Creates `max_trials` trials up front with sampled hyperparameters; each trains to `max_length` (or runs its
+    own loop). A trial that exits with INVALID_HP is replaced by a new draw."""
 
-    def __init__(self, max_length: int, max_trials: int, unit: str = "batches") -> None:
+    replaces_invalid = True
+
+    def __init__(self, max_length: Optional[int], max_trials: int, unit: str = "batches") -> None:
         super().__init__(max_length, unit)
         if max_trials <= 0:
             raise ValueError(f"searcher.max_trials: must be > 0, got {max_trials}")
@@ -99,7 +129,9 @@ class RandomSearch(FixedTrialsSearch):
 
 
 class SingleSearch(RandomSearch):
-    """One trial with one draw of the hyperparameters (random search with max_trials = 1)."""
+    """One trial with one draw of the hyperparameters (random search with max_trials = 1, no replacement)."""
 
-    def __init__(self, max_length: int, unit: str = "batches") -> None:
+    replaces_invalid = False
+
+    def __init__(self, max_length: Optional[int], unit: str = "batches") -> None:
         super().__init__(max_length=max_length, max_trials=1, unit=unit)

@@ -4,9 +4,9 @@ from typing import Any, Dict, List, Optional
 from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import select
 
-from determined.master import actions, auth, registry, serialize
+from determined.master import actions, auth, protocol, registry, serialize
 from determined.master.api._deps import master_of, problems_as_http
-from determined.master.db import Checkpoint, TrainingMetrics, TrialLog, ValidationMetrics
+from determined.master.db import Checkpoint, GroupMetrics, TrainingMetrics, TrialLog, ValidationMetrics
 from determined.master.experiment import get_trial
 
 router = APIRouter()
@@ -21,12 +21,31 @@ def describe_trial(request: Request, trial_id: int) -> Dict[str, Any]:
         validation = s.scalars(select(ValidationMetrics).where(ValidationMetrics.trial_id == trial_id)
                                .order_by(ValidationMetrics.steps_completed, ValidationMetrics.id))
         checkpoints = s.scalars(select(Checkpoint).where(Checkpoint.trial_id == trial_id).order_by(Checkpoint.id))
+        groups = s.scalars(select(GroupMetrics.group_name).where(GroupMetrics.trial_id == trial_id).distinct())
         return {
             "trial": serialize.trial(trial),
             "training_metrics": serialize.training_metrics(list(training)),
             "validation_metrics": serialize.validation_metrics(list(validation)),
+            "metric_groups": ["training", "validation"] + sorted(groups),
             "checkpoints": [serialize.checkpoint(s, c) for c in checkpoints],
         }
+
+
+@router.get("/trials/{trial_id}/metrics")
+def trial_metrics(request: Request, trial_id: int, group: str = Query(..., max_length=128)) -> Dict[str, Any]:
+    """The trial's metrics of one group (`training`, `validation`, or any group it reported), by steps_completed."""
+    with problems_as_http(), master_of(request).read() as s:
+        get_trial(s, trial_id)
+        if group == "training":
+            rows = s.scalars(select(TrainingMetrics).where(TrainingMetrics.trial_id == trial_id)
+                             .order_by(TrainingMetrics.steps_completed, TrainingMetrics.id))
+            return {"group": group, "metrics": serialize.training_metrics(list(rows))}
+        table: Any = ValidationMetrics if group == "validation" else GroupMetrics
+        query = select(table).where(table.trial_id == trial_id)
+        if table is GroupMetrics:
+            query = query.where(GroupMetrics.group_name == protocol.check_group(group))
+        rows = s.scalars(query.order_by(table.steps_completed, table.id))
+        return {"group": group, "metrics": serialize.validation_metrics(list(rows))}
 
 
 @router.get("/trials/{trial_id}/logs")
