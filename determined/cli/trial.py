@@ -15,11 +15,18 @@ _TRIAL_TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 
 
 def describe(args: argparse.Namespace) -> int:
-    d = _connect.read_session(args.master).get(f"/trials/{args.trial_id}")
+    session = _connect.read_session(args.master)
+    d = session.get(f"/trials/{args.trial_id}")
+    other_groups = [g for g in d.get("metric_groups", []) if g not in ("training", "validation")]
+    groups = {g: session.get(f"/trials/{args.trial_id}/metrics", params={"group": g})["metrics"]
+              for g in other_groups} if args.metrics else {}
     if args.json:
         out = dict(d["trial"])
         for key in ("training_metrics", "validation_metrics", "checkpoints"):
             out[key] = d[key]
+        out["metric_groups"] = d.get("metric_groups", ["training", "validation"])
+        if args.metrics:
+            out["metrics"] = groups  # the groups other than training and validation (report_metrics, profiler)
         _render.print_json(out)
         return 0
     t = d["trial"]
@@ -48,6 +55,11 @@ def describe(args: argparse.Namespace) -> int:
         rows.append(row)
     headers = ["Batches"] + (["Training metrics"] if args.metrics else []) + ["Validation metrics", "Checkpoint", "State"]
     _render.table(headers, rows, title="Workloads")
+    for group, records in groups.items():
+        _render.table(["Steps", "Metrics"], [[r["steps_completed"], _render.metrics_text(r["metrics"])] for r in records],
+                      title=f"Metrics: {group}")
+    if other_groups and not args.metrics:
+        print(f"Other metric groups: {', '.join(other_groups)} (show them with --metrics)")
     return 0
 
 
@@ -109,7 +121,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = s.add_parser("describe", help="describe a trial")
     d.add_argument("trial_id", type=int)
     d.add_argument("--json", action="store_true")
-    d.add_argument("--metrics", action="store_true", help="include training metrics")
+    d.add_argument("--metrics", action="store_true",
+                   help="include training metrics and every other metric group (report_metrics, the profiler's)")
     d.set_defaults(func=describe)
     lg = s.add_parser("logs", help="print a trial's logs")
     lg.add_argument("trial_id", type=int)

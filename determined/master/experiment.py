@@ -96,7 +96,7 @@ def is_running(trial: Trial) -> bool:
 def runs_own_loop(exp: Experiment) -> bool:
     """Whether the experiment's trials run their own loop until their process exits (Determined 0.38: no
     `searcher.max_length`, or ASHA with time_metric), rather than working through searcher operations."""
-    return not searcher_drives_trials(exp.config["searcher"])
+    return not searcher_drives_trials((exp.config or {}).get("searcher") or {})
 
 
 # ---------------------------------------------------------------- the search method

@@ -32,11 +32,31 @@
       t.end_time ? el("span", {}, `Ended ${det.fmtTime(t.end_time)}`) : null,
       t.warm_start_checkpoint_uuid ? el("span", {}, `Started from checkpoint ${t.warm_start_checkpoint_uuid}`) : null,
       t.log_policy_matched ? el("span", {}, `Log policy matched: ${t.log_policy_matched}`) : null,
+      t.runner_status ? el("span", {}, `Status: ${t.runner_status}`) : null,
     );
     document.title = `Trial ${id} · ${t.state} · Determined`;
   }
 
-  function renderCharts(training, validation) {
+  // Metric groups: training & validation together (the default), or one other group (report_metrics, profiler).
+  const groupSelect = document.getElementById("trial-group");
+  const SYSTEM_GROUPS = ["cpu", "memory", "disk", "network", "gpu"];  // the profiler's: x is a time
+  let group = "";
+  groupSelect.addEventListener("change", () => { group = groupSelect.value; lastSignature = ""; refreshTrial(); });
+
+  function renderGroups(groups) {
+    const wanted = [""].concat((groups || []).filter((g) => g !== "training" && g !== "validation"));
+    if (groupSelect.dataset.groups !== wanted.join("|")) {
+      groupSelect.replaceChildren(...wanted.map((g) => el("option", { value: g }, g || "training & validation")));
+      groupSelect.value = group;
+      groupSelect.dataset.groups = wanted.join("|");
+    }
+    groupSelect.hidden = wanted.length < 2;
+  }
+
+  function renderCharts(training, validation, groupName) {
+    const sets = groupName ? [[training, groupName, "solid"]]
+      : [[training, "training", "solid"], [validation, "validation", "dot"]];
+    const time = SYSTEM_GROUPS.includes(groupName);
     const names = new Set();
     for (const row of training.concat(validation)) {
       for (const [k, v] of Object.entries(row.metrics || {})) if (typeof v === "number") names.add(k);
@@ -53,11 +73,12 @@
       const series = (rows, label, dash) => {
         const points = rows.filter((r) => typeof (r.metrics || {})[name] === "number");
         return { type: "scatter", mode: points.length === 1 ? "markers" : "lines+markers", name: label,
-          x: points.map((r) => r.steps_completed), y: points.map((r) => r.metrics[name]), line: { dash } };
+          x: points.map((r) => (time ? new Date(r.steps_completed * 1000) : r.steps_completed)),
+          y: points.map((r) => r.metrics[name]), line: { dash } };
       };
-      det.plot(div, [series(training, "training", "solid"), series(validation, "validation", "dot")], {
+      det.plot(div, sets.map(([rows, label, dash]) => series(rows, label, dash)), {
         height: 280, title: { text: name, font: { size: 14 } }, margin: { l: 55, r: 10, t: 35, b: 40 },
-        xaxis: { title: { text: "batches" } }, legend: { orientation: "h", y: -0.3 },
+        xaxis: { title: { text: time ? "time" : "batches" } }, legend: { orientation: "h", y: -0.3 },
       });
     }
   }
@@ -86,7 +107,13 @@
     if (signature === lastSignature) return !TERMINAL.includes(d.trial.state);
     lastSignature = signature;
     renderSummary(d.trial);
-    renderCharts(d.training_metrics, d.validation_metrics);
+    renderGroups(d.metric_groups);
+    if (group) {
+      const rows = (await det.api(`/trials/${id}/metrics?group=${encodeURIComponent(group)}`)).metrics;
+      renderCharts(rows, [], group);
+    } else {
+      renderCharts(d.training_metrics, d.validation_metrics, "");
+    }
     det.keyValueTable(document.getElementById("trial-hparams"), dotted(d.trial.hparams));
     renderCheckpoints(d.checkpoints);
     return !TERMINAL.includes(d.trial.state);
