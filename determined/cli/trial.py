@@ -56,8 +56,8 @@ def describe(args: argparse.Namespace) -> int:
     headers = ["Batches"] + (["Training metrics"] if args.metrics else []) + ["Validation metrics", "Checkpoint", "State"]
     _render.table(headers, rows, title="Workloads")
     for group, records in groups.items():
-        _render.table(["Steps", "Metrics"], [[r["steps_completed"], _render.metrics_text(r["metrics"])] for r in records],
-                      title=f"Metrics: {group}")
+        rows = [[r["steps_completed"], _render.metrics_text(r["metrics"])] for r in records]
+        _render.table(["Steps", "Metrics"], rows, title=f"Metrics: {group}")
     if other_groups and not args.metrics:
         print(f"Other metric groups: {', '.join(other_groups)} (show them with --metrics)")
     return 0

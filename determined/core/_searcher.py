@@ -241,8 +241,9 @@ class SearcherContext:
                            json={"length": batches if batches is not None else length, "metric": metric})
 
 
-class SearcherUnavailable(errors.DeterminedError, ValueError):
-    """core_context.searcher was used in a trial whose config has no searcher.max_length (a ValueError, as 0.38)."""
+class SearcherUnavailable(errors.InvalidTrialError, ValueError):
+    """core_context.searcher was used in a trial whose config has no searcher.max_length (a ValueError, as 0.38).
+    Every run would fail the same way: the trial is not restarted."""
 
 
 class SearcherContextMissing(SearcherContext):

@@ -137,8 +137,9 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     while queue:
         kind, args = queue.popleft()
         ops = _dispatch(method, kind, args)
-        s.add(SearcherEvent(experiment_id=exp.id, event={"kind": kind, **args},
-                            operations=[searcher.operation_to_dict(op) for op in ops]))
+        if ops or kind != "trial_progress":  # progress reports are many: journaled only when they change something
+            s.add(SearcherEvent(experiment_id=exp.id, event={"kind": kind, **args},
+                                operations=[searcher.operation_to_dict(op) for op in ops]))
         for op in ops:
             queue.extend(_apply_operation(s, exp, method, op))
         if exp.searcher_shutdown:

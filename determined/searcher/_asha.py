@@ -396,46 +396,6 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
             stop_once=bool(searcher_config.get("stop_once", False)),
         )
 
-    def initial_operations(self, ctx: SearchContext) -> List[Operation]:
-        ops: List[Operation] = []
-        for index, bracket in enumerate(self.brackets):
-            ops += self._own(index, bracket.initial_operations(ctx))
-        return ops
-
-    def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
-        index = self._bracket_of(request_id)
-        return self._own(index, self.brackets[index].on_validation_completed(ctx, request_id, metric, length))
-
-    def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
-        index = self._bracket_of(request_id)
-        return self._own(index, self.brackets[index].on_trial_exited_early(ctx, request_id, reason))
-
-    def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
-        index = self._bracket_of(request_id)
-        ops = self._own(index, self.brackets[index].on_trial_closed(ctx, request_id))
-        if not self.shutdown and all(bracket.shutdown for bracket in self.brackets):
-            self.shutdown = True
-            ops.append(Shutdown())
-        return ops
-
-    def progress(self) -> float:
-        return sum(b.progress() * b.max_trials for b in self.brackets) / float(self.max_trials)
-
-    def _bracket_of(self, request_id: str) -> int:
-        if request_id not in self.owner:
-            raise ValueError(f"searcher: unknown trial request {request_id}")
-        return self.owner[request_id]
-
-    def _own(self, index: int, ops: List[Operation]) -> List[Operation]:
-        out: List[Operation] = []
-        for op in ops:
-            if isinstance(op, Shutdown):
-                continue  # a bracket is done; the search is done when all are
-            if isinstance(op, Create):
-                self.owner[op.request_id] = index
-            out.append(op)
-        return out
-
     def describe(self) -> Dict[str, Any]:
         """The brackets as plain JSON: per bracket rungs, trials, concurrency and rung lengths (in `unit`)."""
         return {"max_rungs": self.max_rungs, "brackets": [b.describe() for b in self.brackets]}

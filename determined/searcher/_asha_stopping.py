@@ -283,15 +283,6 @@ class ASHAStoppingSearch(SideBySideBrackets, SearchMethod):
             smaller_is_better=bool(searcher_config.get("smaller_is_better", True)),
         )
 
-    def initial_operations(self, ctx: SearchContext) -> List[Operation]:
-        ops: List[Operation] = []
-        for index, bracket in enumerate(self.brackets):
-            ops += self._own(index, bracket.initial_operations(ctx))
-        return ops
-
-    def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
-        raise ValueError("searcher: a time-based ASHA search gives no operations, so none can be completed")
-
     def on_validation_reported(self, ctx: SearchContext, request_id: str, metrics: Dict[str, Any]) -> List[Operation]:
         index = self._bracket_of(request_id)
         return self._own(index, self.brackets[index].on_validation_reported(ctx, request_id, metrics))
@@ -299,38 +290,6 @@ class ASHAStoppingSearch(SideBySideBrackets, SearchMethod):
     def on_trial_progress(self, ctx: SearchContext, request_id: str, progress: float) -> List[Operation]:
         index = self._bracket_of(request_id)
         return self._own(index, self.brackets[index].on_trial_progress(ctx, request_id, progress))
-
-    def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
-        index = self._bracket_of(request_id)
-        return self._own(index, self.brackets[index].on_trial_exited_early(ctx, request_id, reason))
-
-    def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
-        index = self._bracket_of(request_id)
-        ops = self._own(index, self.brackets[index].on_trial_closed(ctx, request_id))
-        if not self.shutdown and all(bracket.shutdown for bracket in self.brackets):
-            self.shutdown = True
-            ops.append(Shutdown())
-        return ops
-
-    def progress(self) -> float:
-        return sum(b.progress() * b.max_trials for b in self.brackets) / float(self.max_trials)
-
-    def _bracket_of(self, request_id: str) -> int:
-        if request_id not in self.owner:
-            raise ValueError(f"searcher: unknown trial request {request_id}")
-        return self.owner[request_id]
-
-    def _own(self, index: int, ops: List[Operation]) -> List[Operation]:
-        out: List[Operation] = []
-        for op in ops:
-            if isinstance(op, Shutdown) and not op.failure:
-                continue  # a bracket is done; the search is done when all are
-            if isinstance(op, Shutdown):
-                self.shutdown = True
-            if isinstance(op, Create):
-                self.owner[op.request_id] = index
-            out.append(op)
-        return out
 
     def describe(self) -> Dict[str, Any]:
         """The brackets as plain JSON: per bracket rungs, trials, concurrency and the time of each rung."""

@@ -4,29 +4,18 @@ replacements; the time-based ASHA that stops losers through preemption; sharded 
 profiler."""
 import json
 import pathlib
-import time
-from typing import Any, Callable, Dict
+from typing import Any, Dict
 
 import pytest
 
 from determined import master
 from determined.common.api import Session
 from determined.master.rm import Slots
-from tests.master._helpers import model_def
+from tests.master._helpers import model_def, wait_for
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = pathlib.Path(__file__).with_name("_core_script.py").read_text()
-
-
-def wait_for(what: Callable[[], Any], timeout: float = 60.0, message: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {message or what}")
 
 
 def config(searcher: Dict[str, Any], tmp: pathlib.Path, **hparams: Any) -> Dict[str, Any]:
@@ -71,9 +60,9 @@ def test_a_core_api_script_reports_every_kind_of_metric_checkpoints_and_moves_pr
     cfg = config({"name": "single"}, tmp_path, steps=8, wait_dir=str(tmp_path), profile=True, lr=0.5)
     exp_id = create(s, cfg)
     # report_progress moves the experiment's progress: the script waits at half way for the file `go`.
-    wait_for(lambda: experiment(s, exp_id)["experiment"]["progress"] == pytest.approx(0.5), message="progress 0.5")
+    wait_for(lambda: experiment(s, exp_id)["experiment"]["progress"] == pytest.approx(0.5), 60, "progress 0.5")
     (tmp_path / "go").write_text("")
-    wait_for(lambda: ended(s, exp_id), message="experiment ended")
+    wait_for(lambda: ended(s, exp_id), 60, "experiment ended")
     desc = experiment(s, exp_id)
     [trial] = desc["trials"]
     assert desc["experiment"]["state"] == "COMPLETED" and trial["state"] == "COMPLETED", logs(s, trial["id"])
@@ -106,7 +95,7 @@ def test_invalid_hp_is_replaced_in_a_random_search_and_not_counted(em: Any, tmp_
                  invalid_hp={"type": "categorical", "vals": [True, False]})
     cfg["reproducibility"] = {"experiment_seed": 5}  # both first draws are invalid
     exp_id = create(s, cfg)
-    wait_for(lambda: ended(s, exp_id), message="experiment ended")
+    wait_for(lambda: ended(s, exp_id), 60, "experiment ended")
     desc = experiment(s, exp_id)
     states = [(t["hparams"]["invalid_hp"], t["state"]) for t in desc["trials"]]
     invalid = [st for bad, st in states if bad]
@@ -143,7 +132,7 @@ def test_two_ranks_store_one_sharded_checkpoint(em: Any, tmp_path: pathlib.Path)
     cfg = config({"name": "single"}, tmp_path, steps=4, shard=True)
     cfg["resources"] = {"slots_per_trial": 2}
     exp_id = create(s, cfg)
-    wait_for(lambda: ended(s, exp_id), message="experiment ended")
+    wait_for(lambda: ended(s, exp_id), 60, "experiment ended")
     desc = experiment(s, exp_id)
     [trial] = desc["trials"]
     assert trial["state"] == "COMPLETED", logs(s, trial["id"])

@@ -16,7 +16,7 @@ def test_migrations_build_exactly_the_models_and_sqlite_uses_wal(tmp_path: pathl
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert conn.execute(text("PRAGMA busy_timeout")).scalar() >= 1000
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0006"
     engine.dispose()
 
 

@@ -22,7 +22,8 @@ def session(tmp_path: pathlib.Path) -> Iterator[Session]:
 
 
 def experiment(s: Session, searcher: Dict[str, Any]) -> Any:
-    raw = {"entrypoint": "train:T", "searcher": {"metric": "loss", **searcher}, "max_restarts": 1,
+    raw = {"internal": {"native": {"command": ["train.py"]}},  # a script: its own loop decides its length
+           "searcher": {"metric": "loss", **searcher}, "max_restarts": 1,
            "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
            "reproducibility": {"experiment_seed": 1},
            "checkpoint_storage": {"type": "shared_fs", "host_path": "/tmp", "storage_path": "c"}}

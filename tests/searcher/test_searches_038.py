@@ -13,7 +13,8 @@ HPARAMS = {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}}
 
 
 def searcher_of(**search: Any) -> Searcher:
-    raw = {"entrypoint": "train:T", "hyperparameters": HPARAMS, "searcher": {"metric": "loss", **search}}
+    raw = {"internal": {"native": {"command": ["train.py"]}}, "hyperparameters": HPARAMS,
+           "searcher": {"metric": "loss", **search}}  # a script: its own loop decides its length
     return Searcher.from_config(det_config.load_experiment_config(raw), seed=3)
 
 
@@ -65,7 +66,7 @@ def test_random_replaces_an_invalid_hp_trial_without_counting_it() -> None:
 
 
 def test_grid_without_max_length() -> None:
-    raw = {"entrypoint": "train:T", "searcher": {"name": "grid", "metric": "loss"},
+    raw = {"internal": {"native": {"command": ["train.py"]}}, "searcher": {"name": "grid", "metric": "loss"},
            "hyperparameters": {"x": {"type": "categorical", "vals": [1, 2]}}}
     s = Searcher.from_config(det_config.load_experiment_config(raw), seed=1)
     assert [type(op) for op in s.initial_operations()] == [Create, Create]

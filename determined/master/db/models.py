@@ -64,7 +64,7 @@ class Trial(Base):
     log_policy_matches: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
     # Core API (0.38): the current run acknowledged the preemption signal (its exit 0 means "resume me later");
     # the status text it set (`set_status`); the metadata it keeps (`set_metadata`, survives restarts).
-    preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
+    preempt_acked: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
     runner_status: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     run_metadata: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
 

@@ -25,10 +25,10 @@ def upgrade() -> None:
     )
     op.create_index("ix_group_metrics_trial_id_group_steps", "group_metrics",
                     ["trial_id", "group_name", "steps_completed"])
-    with op.batch_alter_table("trials") as batch:
-        batch.add_column(sa.Column("preempt_acked", sa.Boolean(), nullable=False, server_default=sa.false()))
-        batch.add_column(sa.Column("runner_status", sa.Text(), nullable=True))
-        batch.add_column(sa.Column("run_metadata", sa.JSON(), nullable=True))
+    # Plain ADD COLUMNs (nullable): SQLite adds them without rebuilding the table the others point to.
+    op.add_column("trials", sa.Column("preempt_acked", sa.Boolean(), nullable=True))
+    op.add_column("trials", sa.Column("runner_status", sa.Text(), nullable=True))
+    op.add_column("trials", sa.Column("run_metadata", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
