@@ -121,6 +121,8 @@ def test_time_based_asha_stops_losers_early_through_preemption(em: Any, tmp_path
     batches = sorted(t["total_batches"] for t in trials)
     assert batches[-1] == 8, batches  # the best reach max_time
     assert batches[0] < 8, batches  # losers were stopped early: they ended COMPLETED with fewer batches
+    [bracket] = s.get(f"/experiments/{exp_id}/searcher_progress")["brackets"]  # what the UI draws
+    assert [r["length"] for r in bracket["rungs"]] == [2, 4, 8] and len(bracket["rungs"][0]["reported"]) == 4
     stopped = [t for t in trials if t["total_batches"] < 8]
     for t in stopped:  # a stopped trial checkpointed at the signal and was not rescheduled
         ckpts = [c["steps_completed"] for c in s.get(f"/trials/{t['id']}")["checkpoints"]]
