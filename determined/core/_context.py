@@ -84,15 +84,14 @@ class Context:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        from determined.errors import InvalidHP
-
+        invalid_hp = exc_type is not None and issubclass(exc_type, errors.InvalidHP)
         try:
-            if exc_type is not None and issubclass(exc_type, InvalidHP):
+            if invalid_hp:
                 logger.warning("the trial's hyperparameters are invalid (det.InvalidHP: %s); it stops", exc)
                 self.train.report_early_exit(EarlyExitReason.INVALID_HP)
         finally:
             self.close()
-        if exc_type is not None and issubclass(exc_type, InvalidHP):
+        if invalid_hp:
             raise SystemExit(0)
 
 

@@ -2,6 +2,7 @@
 the ranks; local collectives), sharded checkpoints and shared downloads between ranks in threads, preemption modes
 and acknowledgement, the searcher of 0.38, the train context's reports, core.init's local mode, the profiler."""
 import concurrent.futures
+import os
 import pathlib
 import socket
 import time
@@ -258,3 +259,16 @@ def test_the_profiler_reports_system_metric_groups(tmp_path: pathlib.Path) -> No
     assert 0 <= cpu <= 100 * 64
     assert {"cpu", "memory", "disk", "network"} <= set(ctx.train.group_history)
     assert ctx.train.group_history["memory"][0]["metrics"]["memory_free"] > 0
+
+
+def test_gpu_samples_come_from_nvidia_smi(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: a stand-in nvidia-smi prints what the real one prints for two GPUs."""
+    from determined.core import _profiler
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf '0, 35, 1024, 81920\\n1, 0, 10, 81920\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert _profiler._gpu_sample() == {"gpu0_util": 35.0, "gpu0_memory_used_mb": 1024.0,
+                                       "gpu0_free_memory_mb": 80896.0, "gpu1_util": 0.0,
+                                       "gpu1_memory_used_mb": 10.0, "gpu1_free_memory_mb": 81910.0}
