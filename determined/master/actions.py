@@ -6,7 +6,7 @@ from sqlalchemy.orm import Session
 
 from determined import searcher
 from determined.config import InvalidExperimentConfig, default_checkpoint_storage, load_experiment_config
-from determined.master import states
+from determined.master import names, states
 from determined.master.db import Experiment, Trial
 from determined.master.experiment import (
     _check_done,
@@ -40,6 +40,9 @@ def canonical_config(raw: Any, data_dir: str) -> Dict[str, Any]:
         searcher.make_search_method(config["searcher"])
     except ValueError as e:
         raise RequestProblem(400, "invalid experiment config", [str(e)]) from None
+    problems = names.experiment_config_problems(config)
+    if problems:
+        raise RequestProblem(400, "invalid experiment config", problems)
     return config
 
 

@@ -21,8 +21,9 @@ from fastapi import HTTPException, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from determined.master.db import AuthToken, Experiment, Trial, User, utcnow
+from determined.master.db import AuthToken, Experiment, Model, Trial, User, utcnow
 from determined.master.problems import RequestProblem
+from determined.master.request_limits import bounded_detail
 
 DEFAULT_TOKEN_LIFETIME = datetime.timedelta(days=7)
 TOKEN_LIFETIME_ENV = "DET_TOKEN_LIFETIME"
@@ -166,6 +167,28 @@ def check_experiment_owner(principal: Principal, exp: Experiment, what: str = "c
                               f"may {what} it (you are {principal.username!r})")
 
 
+def check_model_owner(principal: Principal, model: Model, what: str = "change") -> None:
+    """Only a model's owner or an admin may change it (its description, metadata, versions)."""
+    if principal.is_trial:
+        raise RequestProblem(403, f"a trial's token cannot {what} models")
+    if principal.admin or (model.owner and principal.username == model.owner):
+        return
+    owner = repr(model.owner) if model.owner else "an admin"
+    raise RequestProblem(403, f"model {model.name!r} is owned by {owner}; only {owner} or an admin may {what} it "
+                              f"(you are {principal.username!r})")
+
+
+def check_checkpoint_owner(principal: Principal, exp: Optional[Experiment], uuid: str, what: str) -> None:
+    """A checkpoint follows its experiment: only the experiment's owner or an admin may `what`."""
+    if principal.is_trial:
+        raise RequestProblem(403, f"a trial's token cannot {what} of checkpoints")
+    owner = exp.owner if exp is not None else ""
+    if principal.admin or (owner and principal.username == owner):
+        return
+    raise RequestProblem(403, f"checkpoint {uuid} belongs to experiment {exp.id if exp else '?'}, owned by {owner!r}; "
+                              f"only {owner!r} or an admin may {what} (you are {principal.username!r})")
+
+
 def check_trial_reporter(principal: Principal, s: Session, trial: Trial, *, write: bool) -> None:
     """Who may use a trial's protocol routes: its own current run; for writes also its owner or an admin.
 
@@ -186,7 +209,8 @@ def check_trial_reporter(principal: Principal, s: Session, trial: Trial, *, writ
 
 
 def _problem_as_http(problem: RequestProblem) -> HTTPException:
-    return HTTPException(status_code=problem.status, detail={"message": problem.message, "problems": problem.problems})
+    message, problems = bounded_detail(problem.message, problem.problems)
+    return HTTPException(status_code=problem.status, detail={"message": message, "problems": problems})
 
 
 def experiment_owner_only(request: Request, experiment_id: int) -> None:
