@@ -65,6 +65,12 @@ class _Failures:
         while len(self.entries) > MAX_TRACKED:
             del self.entries[next(iter(self.entries))]
 
+    def touch(self, key: str, now: float) -> None:
+        """The try that began counting as a failure has failed now: the wait runs from here."""
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries[key] = (entry[0], now)
+
     def clear(self, key: str) -> None:
         self.entries.pop(key, None)
 
@@ -93,6 +99,13 @@ class LoginThrottle:
         whom = f"user {username[:128]!r}" if user_wait >= address_wait else f"your address ({address})"
         wait = max(user_wait, address_wait)
         raise TooManyLogins(f"too many failed logins for {whom}: try again in {math.ceil(wait)} s", wait)
+
+    def failed(self, username: str, address: str) -> None:
+        """The try of `begin` failed (a wrong password): the waits count from now."""
+        with self._lock:
+            now = self.clock()
+            self.users.touch(_user_key(username), now)
+            self.addresses.touch(_address_key(address), now)
 
     def succeeded(self, username: str, address: str) -> None:
         with self._lock:

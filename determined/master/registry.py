@@ -17,7 +17,7 @@ from determined.master.problems import RequestProblem
 from determined.master.request_limits import clip_repr
 
 MAX_NAME_LENGTH = names.MAX_NAME_CHARS
-MAX_METADATA_BYTES = 1024 * 1024
+MAX_METADATA_BYTES = 512 * 1024
 SORT_COLUMNS = {
     "name": Model.name,
     "description": Model.description,

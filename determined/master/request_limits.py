@@ -230,7 +230,7 @@ class RequestLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _too_large(self, send: Send, method: str, path: str, limit: int, what: str, length: Optional[int]) -> None:
-        size = f" ({human_size(length)})" if length is not None else ""
+        size = f" ({length:,} bytes)" if length is not None else ""
         hint = ("; leave data sets and outputs out of the model directory (use .detignore)"
                 if limit == UPLOAD_BODY else "")
         await self._refuse(send, 413, f"the request body{size} is larger than the {human_size(limit)} allowed for "

@@ -2,9 +2,8 @@
 Policy for the whole UI), and the Host allow-list that stops DNS rebinding (docs/auth.md, "Input limits and browser
 security").
 
-The UI's pages load only their own scripts (no inline script, no inline event handler, no eval); the page
-configuration travels in a JSON data block (`<script type="application/json" id="det-ui-config">`), which the
-policy does not run.
+The UI's pages load only their own scripts (no inline script, no inline event handler); the page configuration
+travels in a JSON data block (`<script type="application/json" id="det-ui-config">`), which the policy does not run.
 """
 import ipaddress
 import json
@@ -13,7 +12,10 @@ from typing import Any, Awaitable, Callable, FrozenSet, Iterable, List, MutableM
 
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
-    "script-src 'self'",
+    # Only the master's own script files run: no inline script, no inline event handler. plotly.js's WebGL charts
+    # (parallel coordinates) compile their shader programs with `new Function`, hence 'unsafe-eval'; the UI's own
+    # code never evaluates text.
+    "script-src 'self' 'unsafe-eval'",
     # plotly.js sets the style of the elements it draws and adds a stylesheet of its own
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data: blob:",

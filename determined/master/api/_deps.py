@@ -45,11 +45,11 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def json_response(content: Dict[str, Any], what: str) -> Response:
-    """`content` as a JSON answer; a stored value JSON cannot hold is a 500 that names `what` (and is logged)."""
+def json_response(render: Callable[[], Dict[str, Any]], what: str) -> Response:
+    """`render()` as a JSON answer; a stored row it cannot render is a 500 that names `what` (and is logged)."""
     try:
-        text = _dumps(content)
-    except (ValueError, TypeError, RecursionError) as e:
+        text = _dumps(render())
+    except (ValueError, TypeError, RecursionError, KeyError, AttributeError) as e:
         logger.error("%s cannot be shown as JSON: %s: %s", what, e.__class__.__name__, e)
         raise http_error(RequestProblem(500, f"{what} holds a stored value that cannot be shown as JSON "
                                              f"({e.__class__.__name__}); an admin can find it in the master's log"))

@@ -13,7 +13,8 @@ router = APIRouter()
 @router.get("/checkpoints/{uuid}")
 def get_checkpoint(request: Request, uuid: str) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        return json_response({"checkpoint": serialize.checkpoint(s, registry.get_checkpoint(s, uuid))}, f"checkpoint {uuid}")
+        ckpt = registry.get_checkpoint(s, uuid)
+        return json_response(lambda: {"checkpoint": serialize.checkpoint(s, ckpt)}, f"checkpoint {uuid}")
 
 
 @router.post("/checkpoints/{uuid}/metadata")

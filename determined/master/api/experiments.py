@@ -60,8 +60,9 @@ def list_experiments(request: Request) -> Response:
 def describe_experiment(request: Request, experiment_id: int) -> Response:
     with problems_as_http(), master_of(request).read() as s:
         exp = get_experiment(s, experiment_id)
-        return json_response({"experiment": serialize.experiment(s, exp),
-                              "trials": [serialize.trial(t) for t in trials_of(s, exp.id)]}, f"experiment {exp.id}")
+        return json_response(lambda: {"experiment": serialize.experiment(s, exp),
+                                      "trials": [serialize.trial(t) for t in trials_of(s, exp.id)]},
+                             f"experiment {exp.id}")
 
 
 def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]:

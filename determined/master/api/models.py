@@ -33,7 +33,8 @@ def create_model(request: Request, name: str, body: Any = Body(None)) -> Dict[st
 @router.get("/models/{name}")
 def get_model(request: Request, name: str) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        return json_response({"model": serialize.model(s, registry.get_model(s, name))}, f"model {name!r}")
+        model = registry.get_model(s, name)
+        return json_response(lambda: {"model": serialize.model(s, model)}, f"model {name!r}")
 
 
 @router.patch("/models/{name}")

@@ -22,7 +22,7 @@ def describe_trial(request: Request, trial_id: int) -> Response:
         validation = s.scalars(select(ValidationMetrics).where(ValidationMetrics.trial_id == trial_id)
                                .order_by(ValidationMetrics.steps_completed, ValidationMetrics.id))
         checkpoints = s.scalars(select(Checkpoint).where(Checkpoint.trial_id == trial_id).order_by(Checkpoint.id))
-        return json_response({
+        return json_response(lambda: {
             "trial": serialize.trial(trial),
             "training_metrics": serialize.training_metrics(list(training)),
             "validation_metrics": serialize.validation_metrics(list(validation)),

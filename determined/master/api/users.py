@@ -42,6 +42,7 @@ async def login(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
             raise HTTPException(429, detail={"message": str(e), "problems": []},
                                 headers={"Retry-After": str(e.retry_after)}) from None
         if not ok or user is None:
+            throttle.failed(username, address)
             raise RequestProblem(401, _BAD_LOGIN)
         throttle.succeeded(username, address)
         if not user.active:
