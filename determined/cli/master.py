@@ -186,8 +186,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--ray-cpus-per-slot", dest="ray_cpus_per_slot", type=float, default=None, metavar="N",
                    help="CPUs of each slot (a GPU slot also takes them; default 1)")
     u.add_argument("--allowed-host", dest="allowed_hosts", action="append", default=None, metavar="NAME",
-                   help="also answer requests for this host name (repeatable; e.g. the name of a reverse proxy); "
-                        "the master answers its own address, this machine's names and IP addresses")
+                   help="also answer requests for this host name, e.g. a reverse proxy's (repeatable; '*': any). "
+                        "Besides, the master answers only its own address and names and IP addresses")
     u.add_argument("--config", default=None, metavar="master.yaml",
                    help=f"YAML file with any of {', '.join(_CONFIG_KEYS)} (options given here win)")
     u.set_defaults(func=up)

@@ -8,7 +8,9 @@ naming the field, before any route sees it. So nothing a route stores can be too
 import json
 import math
 import re
-from typing import Any, Awaitable, Callable, Iterable, List, MutableMapping, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Tuple
+
+from starlette.types import Message, Receive, Scope, Send
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -36,10 +38,6 @@ MAX_QUOTED_CHARS = 300
 MAX_ERROR_CHARS = 2000
 MAX_ERROR_PROBLEMS = 50
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 

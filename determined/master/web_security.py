@@ -8,7 +8,9 @@ travels in a JSON data block (`<script type="application/json" id="det-ui-config
 import ipaddress
 import json
 import socket
-from typing import Any, Awaitable, Callable, FrozenSet, Iterable, List, MutableMapping, Optional, Sequence, Tuple
+from typing import Any, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+
+from starlette.types import Message, Receive, Scope, Send
 
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
@@ -47,10 +49,6 @@ SECURITY_HEADERS: Tuple[Tuple[bytes, bytes], ...] = (
     (b"cross-origin-opener-policy", b"same-origin"),
 )
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 ANY_HOST = "*"

@@ -15,9 +15,7 @@ from tests.master._helpers import model_def
 
 HERE = pathlib.Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
-# WebGL in software (SwiftShader): plotly's parallel coordinates draw with it, under the master's CSP.
-CHROMIUM_ARGS = ["--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
-                 "--disable-background-networking", "--disable-component-update",
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
 TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 
