@@ -157,36 +157,31 @@ def check_admin(principal: Principal, what: str) -> None:
         raise RequestProblem(403, f"only an admin may {what}; {principal.username!r} is not an admin")
 
 
+def check_owner(principal: Principal, owner: Optional[str], thing: str, what: str, kind: str) -> None:
+    """Only the owner of `thing` or an admin may `what` it; a trial's token never may (it only reports)."""
+    if principal.is_trial:
+        raise RequestProblem(403, f"a trial's token cannot {what} {kind}")
+    if principal.admin or (owner and principal.username == owner):
+        return
+    shown = repr(owner) if owner else "an admin"
+    raise RequestProblem(403, f"{thing} is owned by {shown}; only {shown} or an admin may {what} it "
+                              f"(you are {principal.username!r})")
+
+
 def check_experiment_owner(principal: Principal, exp: Experiment, what: str = "change") -> None:
     """Only the experiment's owner or an admin may change it (a trial token never may)."""
-    if principal.is_trial:
-        raise RequestProblem(403, f"a trial's token cannot {what} experiments")
-    if principal.admin or principal.username == exp.owner:
-        return
-    raise RequestProblem(403, f"experiment {exp.id} is owned by {exp.owner!r}; only {exp.owner!r} or an admin "
-                              f"may {what} it (you are {principal.username!r})")
+    check_owner(principal, exp.owner, f"experiment {exp.id}", what, "experiments")
 
 
 def check_model_owner(principal: Principal, model: Model, what: str = "change") -> None:
     """Only a model's owner or an admin may change it (its description, metadata, versions)."""
-    if principal.is_trial:
-        raise RequestProblem(403, f"a trial's token cannot {what} models")
-    if principal.admin or (model.owner and principal.username == model.owner):
-        return
-    owner = repr(model.owner) if model.owner else "an admin"
-    raise RequestProblem(403, f"model {model.name!r} is owned by {owner}; only {owner} or an admin may {what} it "
-                              f"(you are {principal.username!r})")
+    check_owner(principal, model.owner, f"model {model.name!r}", what, "models")
 
 
 def check_checkpoint_owner(principal: Principal, exp: Optional[Experiment], uuid: str, what: str) -> None:
-    """A checkpoint follows its experiment: only the experiment's owner or an admin may `what`."""
-    if principal.is_trial:
-        raise RequestProblem(403, f"a trial's token cannot {what} of checkpoints")
-    owner = exp.owner if exp is not None else ""
-    if principal.admin or (owner and principal.username == owner):
-        return
-    raise RequestProblem(403, f"checkpoint {uuid} belongs to experiment {exp.id if exp else '?'}, owned by {owner!r}; "
-                              f"only {owner!r} or an admin may {what} (you are {principal.username!r})")
+    """A checkpoint follows its experiment: only the experiment's owner or an admin may change its metadata."""
+    thing = f"checkpoint {uuid} (of experiment {exp.id})" if exp is not None else f"checkpoint {uuid}"
+    check_owner(principal, exp.owner if exp is not None else None, thing, what, "checkpoints")
 
 
 def check_trial_reporter(principal: Principal, s: Session, trial: Trial, *, write: bool) -> None:

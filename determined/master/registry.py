@@ -256,7 +256,7 @@ def add_checkpoint_metadata(s: Session, uuid: str, body: Any, principal: auth.Pr
     if "metadata" not in fields:
         raise RequestProblem(400, "invalid checkpoint metadata", ["metadata: required, a JSON object of keys to set"])
     metadata = check_metadata(fields["metadata"])
-    ckpt = _own_checkpoint(s, uuid, principal, "change its metadata")
+    ckpt = _own_checkpoint(s, uuid, principal, "change the metadata of")
     merged = {**(ckpt.metadata_ or {}), **metadata}
     check_metadata_size(merged)
     ckpt.metadata_ = merged
@@ -267,7 +267,7 @@ def add_checkpoint_metadata(s: Session, uuid: str, body: Any, principal: auth.Pr
 def remove_checkpoint_metadata(s: Session, uuid: str, keys: Iterable[str], principal: auth.Principal) -> Checkpoint:
     """Remove top-level keys from the checkpoint's metadata (missing keys are ignored): the owner of its experiment
     or an admin."""
-    ckpt = _own_checkpoint(s, uuid, principal, "remove its metadata")
+    ckpt = _own_checkpoint(s, uuid, principal, "change the metadata of")
     drop = set(keys)
     ckpt.metadata_ = {k: v for k, v in (ckpt.metadata_ or {}).items() if k not in drop}
     s.flush()

@@ -131,10 +131,8 @@ def allowed_hosts(bind_host: str, configured: Iterable[str] = ()) -> FrozenSet[s
     names = {host} if host not in ("", "0.0.0.0", "::") else set()
     if host in ("", "0.0.0.0", "::") or _is_loopback(host):
         names |= LOOPBACK_NAMES
-    if not _is_loopback(host):
-        for name in (socket.gethostname(), socket.getfqdn()):
-            if name:
-                names.add(name.lower())
+    if not _is_loopback(host) and socket.gethostname():  # no DNS lookup: a fully qualified name is configured
+        names.add(socket.gethostname().lower())
     for name in configured:
         normal = ANY_HOST if name.strip() == ANY_HOST else normalise_host(name)
         if normal:

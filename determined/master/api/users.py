@@ -35,9 +35,7 @@ async def login(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
             throttle.begin(username, address)
             master = master_of(request)
             user = await run_in_threadpool(_find_user, master, username)
-            # The hash is checked even for an unknown user, so timing tells nothing either.
-            ok = await request.app.state.hash_pool.run(users.check_password, password,
-                                                        user.password_hash if user is not None else _dummy_hash())
+            ok = await request.app.state.hash_pool.run(_check_password, password, user)
         except login_throttle.TooManyLogins as e:
             raise HTTPException(429, detail={"message": str(e), "problems": []},
                                 headers={"Retry-After": str(e.retry_after)}) from None
@@ -64,6 +62,11 @@ def _issue_token(master: Master, username: str) -> Dict[str, Any]:
         fresh = users.get(s, username)
         token, expires = auth.issue_token(s, fresh)
         return {"token": token, "user": users.to_json(fresh), "expires_at": serialize.timestamp(expires)}
+
+
+def _check_password(password: str, user: Optional[User]) -> bool:
+    # The hash is checked even for an unknown user, so timing tells nothing either.
+    return users.check_password(password, user.password_hash if user is not None else _dummy_hash())
 
 
 @functools.lru_cache(maxsize=1)
