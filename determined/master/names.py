@@ -1,4 +1,5 @@
-"""Names and short texts users choose and the master stores: model names, labels, metric names, descriptions.
+"""Names and texts users choose and the master stores: model names, labels, metric names, descriptions, and the
+size of an experiment's config.
 
 Each check returns the value or raises RequestProblem(400) that says what is allowed. Usernames have their own,
 stricter rule (determined/master/users.py). Limits are listed in docs/server.md ("Input limits").

@@ -16,7 +16,6 @@ from determined.master.db.models import Model, ModelVersion
 from determined.master.problems import RequestProblem
 from determined.master.request_limits import clip_repr
 
-MAX_NAME_LENGTH = names.MAX_NAME_CHARS
 MAX_METADATA_BYTES = 512 * 1024
 SORT_COLUMNS = {
     "name": Model.name,

@@ -1,15 +1,20 @@
-"""The pure parts of the server's guards: JSON depth, the Host allow-list, the login back-off and the hash pool."""
+"""The pure parts of the server's guards: JSON depth, the Host allow-list, the login back-off, the hash pool and the
+bounds on model archives."""
 import asyncio
+import base64
+import io
 import json
 import random
 import socket
+import tarfile
 import threading
 from typing import Any, List
 
 import pytest
 
-from determined.master import login_throttle, request_limits, web_security
+from determined.master import login_throttle, model_def, request_limits, web_security
 from determined.master.login_throttle import HashPool, LoginThrottle, TooManyLogins
+from determined.master.problems import RequestProblem
 
 
 def depth_of(value: Any) -> int:
@@ -150,3 +155,31 @@ def test_the_hash_pool_runs_off_the_loop_and_refuses_a_flood() -> None:
         assert asyncio.run(scenario()) == ["second", "after"]
     finally:
         pool.shutdown()
+
+
+def _archive(*members: "tarfile.TarInfo", fmt: int = tarfile.GNU_FORMAT) -> str:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=fmt) as tar:
+        entry = tarfile.TarInfo("model.py")
+        entry.size = 3
+        tar.addfile(entry, io.BytesIO(b"x=1"))
+        for member in members:
+            tar.addfile(member, io.BytesIO(b""))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_archive_headers_and_names_are_bounded_before_anything_is_unpacked() -> None:
+    long_name = tarfile.TarInfo("a" * (1024 * 1024))  # a GNU long name, read whole by tarfile
+    pax = tarfile.TarInfo("p" * 300)
+    pax.pax_headers = {"comment": "c" * (1024 * 1024)}  # a pax header, read whole by tarfile
+    deep = tarfile.TarInfo("/".join(["d"] * 300))
+    link = tarfile.TarInfo("l")
+    link.type, link.linkname = tarfile.SYMTYPE, "t" * 5000
+    cases = [(_archive(long_name), "larger than 64 KiB"), (_archive(pax, fmt=tarfile.PAX_FORMAT), "larger than 64 KiB"),
+             (_archive(deep), "deeper than 256 directories"), (_archive(link), "the target of the link 'l'")]
+    for data, expected in cases:
+        with pytest.raises(RequestProblem) as info:
+            model_def.decode_model_def(data, "model:T")
+        text = info.value.message + " ".join(info.value.problems)
+        assert info.value.status == 400 and expected in text and len(text) < 1000, text
+    assert model_def.decode_model_def(_archive(tarfile.TarInfo("/".join(["d"] * 200))), "model:T")
