@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from determined import errors, tensorflow as det_tf
+from determined.tensorflow import _tf1_compat
 from determined._trial_loop import BatchLoop
 from determined.keras import _checkpoint, _data, _distributed
 from determined.keras._tf_keras_context import TFKerasTrialContext
@@ -150,11 +151,6 @@ class TFKerasTrialController(BatchLoop):
             self.trial.build_validation_data_loader(), batch_size=batch_size, training=False, seed=seed,
             where=f"{name}.build_validation_data_loader()",
         )
-        if not tf.executing_eagerly() and isinstance(self.training_loader, tf.data.Dataset):
-            raise errors.InvalidTrialError(
-                f"{name}: eager execution is disabled, so a tf.data.Dataset cannot be read batch by batch for "
-                "training; keep eager execution on, or return arrays or a Sequence"
-            )
         if isinstance(self.training_loader, tf.data.Dataset) and context._wrapped_datasets == 0:
             logger.warning(
                 "%s returns a tf.data.Dataset that was not passed to context.wrap_dataset(); wrap each dataset "
@@ -219,6 +215,15 @@ class TFKerasTrialController(BatchLoop):
             f"evaluate() gave: {', '.join(sorted(metrics)) or 'no metrics'}"
         )
 
+    def _config_names(self, metrics: Dict[str, float]) -> Dict[str, float]:
+        """`metrics` with the TF 1.x name of the searcher metric (`val_acc` for Keras 2.15's `val_accuracy`) when
+        the config asks for it, in training (`acc`) and validation metrics alike."""
+        name = self._searcher_metric
+        if not name:
+            return metrics
+        unprefixed = name[len(VALIDATION_PREFIX):] if name.startswith(VALIDATION_PREFIX) else None
+        return _tf1_compat.tf1_metric_aliases(metrics, (name, unprefixed))
+
     # -- training ------------------------------------------------------------------------------------
 
     def _train_one_batch(self) -> None:
@@ -234,7 +239,7 @@ class TFKerasTrialController(BatchLoop):
             logs = self.model.train_on_batch(x, y, sample_weight=sample_weight, reset_metrics=True, return_dict=True)
         else:  # the TF1-style training loop of graph mode returns a list in the order of metrics_names
             logs = _named(self.model, self.model.train_on_batch(x, y, sample_weight=sample_weight, reset_metrics=True))
-        metrics = {name: _number(name, value) for name, value in logs.items()}
+        metrics = self._config_names({name: _number(name, value) for name, value in logs.items()})
         self.steps_completed += 1
         self._window.add(metrics)
         self._epoch_window.add(metrics)
@@ -281,7 +286,7 @@ class TFKerasTrialController(BatchLoop):
             raise errors.InvalidTrialError(
                 f"the validation data loader of {self.trial_class.__name__} gave no metrics: it yielded no batches"
             )
-        metrics = {VALIDATION_PREFIX + name: _number(name, value) for name, value in logs.items()}
+        metrics = self._config_names({VALIDATION_PREFIX + name: _number(name, value) for name, value in logs.items()})
         if any(not math.isfinite(v) for v in metrics.values()):
             logger.warning("validation metrics after %d batches are not finite: %s", self.steps_completed, metrics)
         self._validated(metrics)
