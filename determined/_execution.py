@@ -11,7 +11,7 @@ import traceback
 from typing import Any, Dict, List, Optional, Type
 
 from determined import core, errors
-from determined._trial import Trial, TrialController
+from determined._trial import Trial, TrialController, construct_trial
 
 logger = logging.getLogger("determined")
 
@@ -288,4 +288,4 @@ def create_trial_instance(
     _seed_python_and_numpy(seed)
     _controller_class(trial_def).pre_execute_hook(seed, core_context.distributed)
     context = _build_trial_context(trial_def, core_context)
-    return trial_def(context)
+    return construct_trial(trial_def, context)

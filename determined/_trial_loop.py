@@ -32,7 +32,8 @@ class TrialLoop(TrialController):
     `scheduling_unit` batches, validate when `min_validation_period` is due, checkpoint when
     `min_checkpoint_period` or `checkpoint_policy` says so; at the end of the operation validate,
     checkpoint if anything is unsaved, and report the searcher metric. Preemption and stop requests are
-    checked after every batch: the trial then checkpoints and stops.
+    checked after every batch, stop requests also after every validation: the trial then checkpoints and
+    stops (a stop the trial requested ends it COMPLETED; the searcher sees it exit early).
     """
 
     # The framework's logger, which the loop's own log lines go to.
@@ -103,6 +104,8 @@ class TrialLoop(TrialController):
             return self._stop()
         if validation_due and not done:
             self._validate_and_maybe_checkpoint()
+            if self._stop_requested_anywhere():  # e.g. by an early-stopping callback of the validation
+                return self._stop()
         if not done and self._checkpoint_due():
             self._checkpoint()
         op.report_progress(self.steps_completed)
@@ -131,6 +134,12 @@ class TrialLoop(TrialController):
         decisions = self.context.distributed.allgather((preempt, self.context.get_stop_requested()))
         return self._agree_on_stop(decisions[0][0], (requested for _, requested in decisions))
 
+    def _stop_requested_anywhere(self) -> bool:
+        """Whether the trial asked to stop, on any rank (every rank gets the same answer)."""
+        if self.context.distributed.size == 1:
+            return self.context.get_stop_requested()
+        return self._agree_on_stop(False, self.context.distributed.allgather(self.context.get_stop_requested()))
+
     def _agree_on_stop(self, chief_preempts: Any, requested: Iterable[bool]) -> bool:
         """Adopt a stop any rank requested; True when the chief was preempted or a stop is requested."""
         if any(requested) and not self.context.get_stop_requested():
@@ -142,8 +151,8 @@ class TrialLoop(TrialController):
         if self.steps_completed > self._last_checkpoint:
             self._checkpoint()
         if self.context.get_stop_requested():
-            self._logger.info("the trial asked to stop after %d batches", self.steps_completed)
-            self.core.train.report_early_exit("USER_CANCELED")
+            self._logger.info("the trial asked to stop after %d batches; checkpointed, exiting", self.steps_completed)
+            self.core.train.report_early_exit("USER_REQUESTED_STOP")
         else:
             self._logger.info("preempted after %d batches; checkpointed, exiting", self.steps_completed)
         return False
@@ -223,4 +232,6 @@ class BatchLoop(TrialLoop):
             if not self._after_batch(op):
                 return False
         self._complete(op)
+        if self._stop_requested_anywhere():
+            return self._stop()
         return True

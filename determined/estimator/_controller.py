@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from determined import core, errors, tensorflow as det_tf
+from determined._trial import construct_trial
 from determined._trial_loop import TrialLoop
 from determined.estimator import _checkpoint
 from determined.estimator._estimator_context import EstimatorContext, _is_dataset
@@ -257,7 +258,7 @@ class EstimatorTrialController(TrialLoop):
                 )
         self._read_config(context.get_experiment_config())
         with v1_behavior():
-            self.trial = trial_class(context)
+            self.trial = construct_trial(trial_class, context)
             parts = check_parts(
                 name,
                 self.trial.build_estimator(),

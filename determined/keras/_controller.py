@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from determined import errors, tensorflow as det_tf
+from determined._trial import construct_trial
 from determined.tensorflow import _tf1_compat
 from determined._trial_loop import BatchLoop
 from determined.keras import _checkpoint, _data, _distributed
@@ -119,7 +120,7 @@ class TFKerasTrialController(BatchLoop):
                 )
 
         with self._scope():
-            self.trial = trial_class(context)
+            self.trial = construct_trial(trial_class, context)
             if not tf.executing_eagerly():
                 if self._size > 1:
                     raise errors.InvalidTrialError(

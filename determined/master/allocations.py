@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from determined import searcher
 from determined.master import states
-from determined.master.db import Experiment, Trial
+from determined.master.db import Experiment, Trial, TrialLog, utcnow
 from determined.master.experiment import (
     _check_done,
     _end_trial,
@@ -21,7 +21,10 @@ from determined.master.experiment import (
 
 logger = logging.getLogger("determined.master")
 
-EARLY_EXIT_STATES = {"ERRORED": states.ERROR, "USER_CANCELED": states.CANCELED, "INVALID_HP": states.CANCELED}
+EARLY_EXIT_STATES = {"ERRORED": states.ERROR, "USER_CANCELED": states.CANCELED, "INVALID_HP": states.CANCELED,
+                     "USER_REQUESTED_STOP": states.COMPLETED}
+# What the search method hears of a reported early exit: a stop the trial requested is an early exit to it.
+SEARCHER_REASONS = {"USER_REQUESTED_STOP": searcher.ExitedReason.USER_CANCELED.value}
 
 
 def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
@@ -62,7 +65,7 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
             finish_trial(s, exp, trial, states.CANCELED, searcher.ExitedReason.USER_CANCELED.value)
         return
     if reason is not None:
-        finish_trial(s, exp, trial, EARLY_EXIT_STATES[reason], reason)
+        finish_trial(s, exp, trial, EARLY_EXIT_STATES[reason], SEARCHER_REASONS.get(reason, reason))
         return
     if returncode == 0 and trial.close_requested and not pending_operations(s, trial.id):
         finish_trial(s, exp, trial, states.COMPLETED, None)
@@ -74,16 +77,30 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
 
 
 def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int) -> None:
-    trial.restarts += 1
+    """A run failed: restart the trial from its latest checkpoint, or end it in ERROR when it has used its
+    `max_restarts` restarts. `trial.restarts` counts the restarts that happened, the number the trial's logs
+    tell (one "restart N of M" line each)."""
     max_restarts = int(exp.config.get("max_restarts", 5))
-    if trial.restarts > max_restarts:
-        logger.warning("trial %s failed (exit code %s) after %s restarts: ERROR", trial.id, returncode, max_restarts)
+    if trial.restarts >= max_restarts:
+        message = (f"trial {trial.id} failed (exit code {returncode}) after {trial.restarts} restart(s) "
+                   f"(max_restarts: {max_restarts}): ERROR")
+        logger.warning("%s", message)
+        _log_to_trial(s, trial, message)
         rollback_to_checkpoint(s, exp, trial)
         finish_trial(s, exp, trial, states.ERROR, searcher.ExitedReason.ERRORED.value)
         return
-    logger.warning("trial %s failed (exit code %s); restart %s of %s from its latest checkpoint",
-                   trial.id, returncode, trial.restarts, max_restarts)
+    trial.restarts += 1
+    checkpoint = trial.latest_checkpoint_uuid
+    message = (f"trial {trial.id} failed (exit code {returncode}): restart {trial.restarts} of {max_restarts}, "
+               + (f"from checkpoint {checkpoint}" if checkpoint else "from the start (no checkpoint yet)"))
+    logger.warning("%s", message)
+    _log_to_trial(s, trial, message)
     rollback_to_checkpoint(s, exp, trial)
+
+
+def _log_to_trial(s: Session, trial: Trial, message: str) -> None:
+    """A line of the master's in the trial's logs, after the lines of the run that ended (flushed before)."""
+    s.add(TrialLog(trial_id=trial.id, timestamp=utcnow(), stream="master", message=message))
 
 
 def recover(s: Session) -> int:

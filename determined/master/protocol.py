@@ -22,7 +22,7 @@ from determined.master.experiment import (
 )
 from determined.master.problems import RequestProblem, not_found
 
-EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP")
+EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP", "USER_REQUESTED_STOP")
 
 
 def authorize(trial: Trial, token: Optional[str]) -> None:

@@ -54,6 +54,11 @@ class LRScheduler:
 
         This function is equivalent to calling get_lr() on the wrapped LRScheduler (its last computed rates).
         """
+        return self.get_last_lr()
+
+    def get_last_lr(self) -> List:
+        """The learning rates the wrapped scheduler computed last (one per parameter group), as
+        ``torch.optim.lr_scheduler.LRScheduler.get_last_lr()``."""
         last = getattr(self._scheduler, "get_last_lr", None)
         return list(last()) if callable(last) else list(self._scheduler.get_lr())
 

@@ -142,7 +142,7 @@ def test_keras_callbacks_run_at_the_right_times(tmp_path: pathlib.Path) -> None:
 
 def test_stop_training_from_a_callback_stops_the_trial_early(tmp_path: pathlib.Path) -> None:
     ctx = trials.run_trial(StoppingTrial, tmp_path, [16])
-    assert ctx.train.early_exit_reason == "USER_CANCELED"
+    assert ctx.train.early_exit_reason == "USER_REQUESTED_STOP"
     assert [c["steps_completed"] for c in ctx.checkpoint.reported] == [5]
     assert ctx.searcher.completed_operations == []
 
