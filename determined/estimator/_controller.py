@@ -23,7 +23,7 @@ from determined._trial_loop import TrialLoop
 from determined.estimator import _checkpoint
 from determined.estimator._estimator_context import EstimatorContext, _is_dataset
 from determined.estimator._run_hook import RunHook
-from determined.estimator._tf1 import v1_behavior
+from determined.estimator._tf1_compat import UserCodeGraph, v1_behavior
 
 logger = logging.getLogger("determined.estimator")
 
@@ -257,7 +257,8 @@ class EstimatorTrialController(TrialLoop):
                     "through determined's execution (pre_execute_hook joins the ranks' TensorFlow cluster)"
                 )
         self._read_config(context.get_experiment_config())
-        with v1_behavior():
+        # The trial's code runs with TF 1.x's graph-mode behaviour (placeholders, sessions), as seed 000 promises.
+        with UserCodeGraph(context.get_trial_seed()).entered():
             self.trial = construct_trial(trial_class, context)
             parts = check_parts(
                 name,

@@ -6,6 +6,7 @@ from determined.tensorflow import _tf1_compat
 
 _tf1_compat.install()
 
+from determined.keras import callbacks  # noqa: E402
 from determined.keras._checkpoint import load_model_from_checkpoint_path  # noqa: E402
 from determined.keras._controller import TFKerasTrialController  # noqa: E402
 from determined.keras._data import ArrayLike, InputData, SequenceAdapter, _ArrayLikeAdapter  # noqa: E402
@@ -16,6 +17,7 @@ from determined.keras._tf_keras_context import (  # noqa: E402
     TFKerasTrialContext,
 )
 from determined.keras._tf_keras_trial import TFKerasTrial  # noqa: E402
+from determined.keras.callbacks import TFKerasTensorBoard  # noqa: E402
 
 TFKerasTrial.trial_controller_class = TFKerasTrialController
 
@@ -26,8 +28,10 @@ __all__ = [
     "TFKerasContext",
     "TFKerasExperimentalContext",
     "TFKerasNativeContext",
+    "TFKerasTensorBoard",
     "TFKerasTrial",
     "TFKerasTrialContext",
     "TFKerasTrialController",
+    "callbacks",
     "load_model_from_checkpoint_path",
 ]
