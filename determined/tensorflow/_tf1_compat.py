@@ -15,10 +15,12 @@ common idioms over, for tf.keras and tf.estimator alike (docs/keras.md and docs/
   keeps `accuracy`. `tf1_metric_aliases` adds the TF 1.x name a config asks for (`searcher.metric: val_acc`).
 * `fill_tf1_names()`: TF 1.x names missing from the `tf` namespace (`tf.train.AdamOptimizer`, `tf.placeholder`,
   ...), for the graph-mode code of Tensorpack trials.
+* `v1_behavior()`: TF 1.x graph-building behaviour for a while (Estimator and Tensorpack trials).
 
 `install_when_imported()` needs no TensorFlow: the harness calls it before it imports a trial's code, and the
 shims are installed the moment that code imports TensorFlow; `install()` installs them at once.
 """
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -28,7 +30,7 @@ import re
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Dict, Iterable, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, Optional, Sequence
 
 logger = logging.getLogger("determined.tensorflow")
 
@@ -230,6 +232,42 @@ def fill_tf1_names() -> None:
 
     with _lock:
         fill(tf, tf.compat.v1, 1)
+
+
+# ---------------------------------------------------------------- V1 behaviour
+
+
+@contextlib.contextmanager
+def v1_behavior() -> Iterator[None]:
+    """TensorFlow V1 behaviour while it lasts, as Determined 0.12-0.20 gave TF 1.x-era code: graphs are built with
+    V1 variables, control flow, tensor shapes and tensor comparison; all of it is restored afterwards. Eager
+    execution stays available outside of graphs (the dataset cache and SavedModel loading need it)."""
+    import tensorflow as tf
+    from tensorflow.python import tf2
+    from tensorflow.python.framework import tensor as tensor_lib
+    from tensorflow.python.framework import tensor_shape
+
+    was_tf2 = tf2.enabled()
+    was_shape_v2 = tensor_shape._TENSORSHAPE_V2_OVERRIDE
+    was_resource = tf.compat.v1.resource_variables_enabled()
+    was_cf_v2 = tf.compat.v1.control_flow_v2_enabled()
+    was_equality = tensor_lib.Tensor._USE_EQUALITY
+    tf2.disable()
+    tf.compat.v1.disable_v2_tensorshape()
+    tf.compat.v1.disable_resource_variables()
+    tf.compat.v1.disable_control_flow_v2()
+    tf.compat.v1.disable_tensor_equality()
+    try:
+        yield
+    finally:
+        if was_tf2:
+            tf2.enable()
+        tensor_shape._TENSORSHAPE_V2_OVERRIDE = was_shape_v2
+        if was_resource:
+            tf.compat.v1.enable_resource_variables()
+        if was_cf_v2:
+            tf.compat.v1.enable_control_flow_v2()
+        tensor_lib.Tensor._USE_EQUALITY = was_equality
 
 
 # ---------------------------------------------------------------- installation
