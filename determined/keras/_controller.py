@@ -12,10 +12,10 @@ import tensorflow as tf
 
 from determined import errors, tensorflow as det_tf
 from determined._trial import construct_trial
-from determined.tensorflow import _tf1_compat
 from determined._trial_loop import BatchLoop
 from determined.keras import _checkpoint, _data, _distributed
 from determined.keras._tf_keras_context import TFKerasTrialContext
+from determined.tensorflow import _tf1_compat
 
 logger = logging.getLogger("determined.keras")
 
@@ -232,7 +232,7 @@ class TFKerasTrialController(BatchLoop):
         if index == 0:
             self.callbacks.on_epoch_begin(epoch)
         self.callbacks.on_train_batch_begin(index)
-        x, y = batch[0], batch[1]
+        x, y = batch[0], batch[1] if len(batch) > 1 else None
         sample_weight = batch[2] if len(batch) == 3 else None
         if self._strategy is not None:
             logs = _distributed.train_step(self.model, batch)

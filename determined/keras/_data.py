@@ -237,14 +237,16 @@ def adapt_loader(loader: Any, *, batch_size: Optional[int], training: bool, seed
 
 
 def check_batch(batch: Any, where: str) -> Tuple[Any, ...]:
-    """A batch as the tuple (inputs, targets) or (inputs, targets, sample_weights)."""
+    """A batch as the tuple (inputs,), (inputs, targets) or (inputs, targets, sample_weights), as Keras reads it:
+    a batch that is not a tuple is the inputs alone (for a model whose train_step needs no targets, a GAN say)."""
     if isinstance(batch, list):
         batch = tuple(batch)
-    if not isinstance(batch, tuple) or len(batch) not in (2, 3):
+    if not isinstance(batch, tuple):
+        return (batch,)
+    if len(batch) not in (1, 2, 3):
         raise errors.InvalidTrialError(
-            f"{where} yielded {type(batch).__name__}"
-            f"{f' of {len(batch)} items' if isinstance(batch, tuple) else ''}; every batch must be a tuple "
-            "(inputs, targets) or (inputs, targets, sample_weights)"
+            f"{where} yielded a tuple of {len(batch)} items; every batch must be a tuple (inputs, targets) or "
+            "(inputs, targets, sample_weights), or the inputs alone"
         )
     return batch
 

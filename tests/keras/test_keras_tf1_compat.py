@@ -142,3 +142,53 @@ def test_tensorboard_callback_writes_into_the_trials_directory(tmp_path: pathlib
         assert any(p.name.startswith("events.out.tfevents.") for p in (directory / run).iterdir()), run
     callback = keras.callbacks.TensorBoard("/somewhere/else")
     assert callback.log_dir == str(directory)
+
+
+class AutoEncoder(tf.keras.Model):
+    """A subclassed model with its own train_step and test_step on inputs alone (as 0.20's GAN example)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encode = tf.keras.layers.Dense(2, activation="tanh")
+        self.decode = tf.keras.layers.Dense(trials.FEATURES)
+
+    def call(self, x: Any) -> Any:
+        return self.decode(self.encode(x))
+
+    def train_step(self, data: Any) -> Any:
+        x = data[0] if isinstance(data, tuple) else data
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(x, training=True) - x))
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
+        return {"reconstruction": loss}
+
+    def test_step(self, data: Any) -> Any:
+        x = data[0] if isinstance(data, tuple) else data
+        return {"reconstruction": tf.reduce_mean(tf.square(self(x) - x))}
+
+
+class InputsOnlyTrial(trials.ArrayTrial):
+    def build_model(self) -> tf.keras.Model:
+        model = self.context.wrap_model(AutoEncoder())
+        model.compile(optimizer=self.context.wrap_optimizer(tf.keras.optimizers.Adam(0.05)))
+        return model
+
+    def _inputs(self, seed: int, n: int) -> tf.data.Dataset:
+        x, _ = trials.make_data(seed, n)
+        scaled = (x * np.array([1.0, 2.0, 0.5, 1.0])).astype("float32")
+        return self.context.wrap_dataset(tf.data.Dataset.from_tensor_slices(scaled)).batch(8)
+
+    def build_training_data_loader(self) -> keras.InputData:
+        return self._inputs(0, trials.RECORDS)
+
+    def build_validation_data_loader(self) -> keras.InputData:
+        return self._inputs(1, 32)
+
+
+def test_batches_of_inputs_alone_train_a_custom_train_step(tmp_path: pathlib.Path) -> None:
+    config = trials.make_config(searcher={"name": "single", "metric": "val_reconstruction",
+                                          "max_length": {"batches": 30}})
+    ctx = trials.run_trial(InputsOnlyTrial, tmp_path, [30], config)
+    history = ctx.train.training_history
+    assert history[-1]["metrics"]["reconstruction"] < history[0]["metrics"]["reconstruction"] * 0.8, history
+    assert ctx.train.validation_history[-1]["metrics"]["val_reconstruction"] < history[0]["metrics"]["reconstruction"]

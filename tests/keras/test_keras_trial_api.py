@@ -46,14 +46,15 @@ class InfiniteValidationTrial(trials.DatasetTrial):
 
 class BadBatchTrial(trials.SequenceTrial):
     def build_training_data_loader(self) -> Any:
-        class XOnly(tf.keras.utils.Sequence):
+        class FourItems(tf.keras.utils.Sequence):
             def __len__(self) -> int:
                 return 2
 
             def __getitem__(self, i: int) -> Any:
-                return trials.make_data(0)[0][:8]
+                x, y = trials.make_data(0)
+                return x[:8], y[:8], y[:8], y[:8]
 
-        return XOnly()
+        return FourItems()
 
 
 @pytest.mark.parametrize(
@@ -64,7 +65,7 @@ class BadBatchTrial(trials.SequenceTrial):
         (ListLoaderTrial, "returned list, which is not a supported loader: return a tuple (x, y)"),
         (GeneratorLoaderTrial, "returned generator, which is not a supported loader"),
         (InfiniteValidationTrial, "returned an infinite tf.data.Dataset"),
-        (BadBatchTrial, "every batch must be a tuple (inputs, targets) or (inputs, targets, sample_weights)"),
+        (BadBatchTrial, "a tuple of 4 items; every batch must be a tuple (inputs, targets) or (inputs, targets, s"),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else "",
 )
