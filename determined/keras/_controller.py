@@ -13,7 +13,7 @@ import tensorflow as tf
 from determined import errors, tensorflow as det_tf
 from determined._trial import construct_trial
 from determined._trial_loop import BatchLoop
-from determined.keras import _checkpoint, _data, _distributed
+from determined.keras import _checkpoint, _data, _distributed, callbacks as det_callbacks
 from determined.keras._tf_keras_context import TFKerasTrialContext
 from determined.tensorflow import _tf1_compat
 
@@ -138,6 +138,9 @@ class TFKerasTrialController(BatchLoop):
             raise errors.InvalidTrialError(
                 f"{name}.keras_callbacks() must return a list of tf.keras.callbacks.Callback objects"
             )
+        for callback in callbacks:
+            if isinstance(callback, det_callbacks.TensorBoard):  # this trial's directory, whatever it was made with
+                callback.log_dir = str(self.core.train.get_tensorboard_path())
         self.callbacks = tf.keras.callbacks.CallbackList(
             list(callbacks), add_history=False, add_progbar=False, model=self.model
         )

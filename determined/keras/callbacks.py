@@ -14,9 +14,9 @@ logger = logging.getLogger("determined.keras")
 
 class TensorBoard(tf.keras.callbacks.TensorBoard):
     """Keras's ``tf.keras.callbacks.TensorBoard`` with its ``log_dir`` set to the trial's TensorBoard directory
-    (a ``log_dir`` passed in is ignored). Its runs appear under the trial's in ``det tensorboard start``:
-    ``trial_<id>/train`` and ``trial_<id>/validation``. Every other argument is Keras's (``update_freq``,
-    ``histogram_freq``, ``profile_batch``, ...)."""
+    (a ``log_dir`` passed in is ignored; the trial's controller points the callback at its own trial). Its runs
+    appear under the trial's in ``det tensorboard start``: ``trial_<id>/train`` and ``trial_<id>/validation``.
+    Every other argument is Keras's (``update_freq``, ``histogram_freq``, ``profile_batch``, ...)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from determined import tensorboard

@@ -23,7 +23,7 @@ from determined._trial import construct_trial
 from determined._trial_context import TrialContext
 from determined._trial_loop import HookLoop
 from determined.tensorflow._tf1_compat import v1_behavior
-from determined.tensorpack._trial import Evaluator, TensorpackTrial
+from determined.tensorpack._trial import Evaluator, TensorpackTrial, TFEventWriter
 
 logger = logging.getLogger("determined.tensorpack")
 
@@ -225,9 +225,13 @@ class TensorpackTrialController(HookLoop):
                 callbacks += [tp.MovingAverageSummary(), tp.MergeAllSummaries(), tp.RunUpdateOps()]
                 callbacks.append(_ControlCallback(self))
                 starting_epoch = self.steps_completed // self._scheduling_unit + 1
+                monitors = list(self.trial.tensorpack_monitors())
+                for monitor in monitors:
+                    if isinstance(monitor, TFEventWriter):  # this trial's directory, whatever it was made with
+                        monitor.write_into(self.core.train.get_tensorboard_path())
                 self.trainer.train_with_defaults(
                     callbacks=callbacks,
-                    monitors=list(self.trial.tensorpack_monitors()),
+                    monitors=monitors,
                     session_init=session_init,
                     steps_per_epoch=self._scheduling_unit,
                     starting_epoch=starting_epoch,

@@ -2,6 +2,7 @@
 SchedulePoint, ScheduleSetter and the TFEventWriter monitor."""
 import abc
 import logging
+import pathlib
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import tensorpack as tp
@@ -162,3 +163,9 @@ class TFEventWriter(tp.TFEventWriter):  # type: ignore[misc]
         directory = tensorboard.get_base_path() / "tensorpack"
         directory.mkdir(parents=True, exist_ok=True)
         super().__init__(str(directory), max_queue=max_queue, flush_secs=flush_secs, split_files=split_files)
+
+    def write_into(self, trial_directory: pathlib.Path) -> None:
+        """Write into `trial_directory` (the TensorBoard directory of the trial that runs this monitor)."""
+        directory = trial_directory / "tensorpack"
+        directory.mkdir(parents=True, exist_ok=True)
+        self._logdir = str(directory)

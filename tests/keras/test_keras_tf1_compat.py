@@ -136,12 +136,12 @@ class TensorBoardTrial(trials.ArrayTrial):
 
 def test_tensorboard_callback_writes_into_the_trials_directory(tmp_path: pathlib.Path) -> None:
     assert issubclass(keras.TFKerasTensorBoard, keras.callbacks.TensorBoard)
-    trials.run_trial(TensorBoardTrial, tmp_path, [16], trials.make_config(min_validation_period={"batches": 8}))
-    directory = tensorboard.get_base_path()  # the trial's TensorBoard directory (a local one without a master)
+    ctx = trials.run_trial(TensorBoardTrial, tmp_path, [16], trials.make_config(min_validation_period={"batches": 8}))
+    directory = ctx.train.get_tensorboard_path()  # the trial's TensorBoard directory (a local one without a master)
     for run in ("train", "validation"):
         assert any(p.name.startswith("events.out.tfevents.") for p in (directory / run).iterdir()), run
     callback = keras.callbacks.TensorBoard("/somewhere/else")
-    assert callback.log_dir == str(directory)
+    assert callback.log_dir == str(tensorboard.get_base_path())
 
 
 class AutoEncoder(tf.keras.Model):

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import tensorpack as tp
 
-from determined import _execution, core, errors, tensorboard
+from determined import _execution, core, errors
 from determined import tensorpack as det_tp
 from determined.tensorpack._trial import schedule_value
 from tests.tensorpack import _tensorpack_trials as trials
@@ -42,7 +42,7 @@ def test_trains_validates_checkpoints_and_resumes(tmp_path: pathlib.Path) -> Non
     assert checkpoint["steps_completed"] == 20 and checkpoint["format"] == "tensorpack"
     assert {"model-20.index", "checkpoint", "load_data.json"} <= set(checkpoint["resources"])
     assert first.searcher.completed_operations == [{"length": 20, "metric": validation["metrics"]["val_accuracy"]}]
-    events = tensorboard.get_base_path() / "tensorpack"  # the TFEventWriter monitor, in the trial's directory
+    events = first.train.get_tensorboard_path() / "tensorpack"  # the TFEventWriter monitor, in the trial's directory
     assert any(p.name.startswith("events.out.tfevents.") for p in events.iterdir())
 
     resumed = run(trials.BandsTrial, tmp_path, [40], latest=checkpoint)
