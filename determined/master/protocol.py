@@ -10,9 +10,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 import determined
-from determined.master import states
+from determined.master import names, registry, states
 from determined.master.allocations import running_trial
-from determined.master.registry import registered_uuids
 from determined.master.db import (
     Checkpoint,
     GroupMetrics,
@@ -115,6 +114,7 @@ def report_training(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[s
     batch_metrics = body.get("batch_metrics") or []
     if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
         raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
+    _check_metric_names(metrics, batch_metrics)
     s.add(TrainingMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics),
                           batch_metrics=_json_safe(batch_metrics), end_time=utcnow()))
     trial.total_batches = max(trial.total_batches, steps)
@@ -140,6 +140,7 @@ def training_report(trial_id: int, token: str, body: Mapping[str, Any]) -> Train
     batch_metrics = body.get("batch_metrics") or []
     if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
         raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
+    _check_metric_names(metrics, batch_metrics)
     return TrainingReport(trial_id, token, steps, _dumps(metrics), _dumps(batch_metrics), utcnow())
 
 
@@ -195,6 +196,7 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     metrics = body.get("metrics")
     if not isinstance(metrics, Mapping):
         raise RequestProblem(400, "validation metrics: expected an object of metrics")
+    _check_metric_names(metrics)
     exp = get_experiment(s, trial.experiment_id)
     name = exp.config["searcher"]["metric"]
     smaller = bool(exp.config["searcher"].get("smaller_is_better", True))
@@ -267,6 +269,7 @@ def report_group_metrics(s: Session, trial: Trial, body: Mapping[str, Any]) -> D
     metrics = body.get("metrics")
     if not isinstance(metrics, Mapping):
         raise RequestProblem(400, f"{group} metrics: expected an object of metrics")
+    _check_metric_names(metrics)
     s.execute(delete(GroupMetrics).where(GroupMetrics.trial_id == trial.id, GroupMetrics.group_name == group,
                                          GroupMetrics.steps_completed == steps))
     s.add(GroupMetrics(trial_id=trial.id, group_name=group, steps_completed=steps, metrics=_json_safe(metrics),
@@ -329,6 +332,7 @@ def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     metadata = body.get("metadata") or {}
     if not isinstance(resources, Mapping) or not isinstance(metadata, Mapping):
         raise RequestProblem(400, "checkpoint: resources and metadata must be objects")
+    registry.check_metadata_size(metadata)
     existing = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
     if existing is not None:
         if existing.trial_id != trial.id:
@@ -354,7 +358,7 @@ def delete_own_checkpoint(s: Session, trial: Trial, uuid: str) -> Dict[str, Any]
         raise RequestProblem(404, f"trial {trial.id} has no checkpoint {uuid}")
     if ckpt.state == states.DELETED:
         return {}
-    if uuid in registered_uuids(s, [uuid]):
+    if uuid in registry.registered_uuids(s, [uuid]):
         raise RequestProblem(409, f"checkpoint {uuid} is registered in the model registry; it is not deleted")
     ckpt.state = states.DELETED
     s.flush()
@@ -384,6 +388,14 @@ def acknowledge_preemption(s: Session, allocation_id: str) -> Dict[str, Any]:
     if trial is not None:
         trial.preempt_acked = True
     return {}
+
+
+def _check_metric_names(metrics: Mapping[str, Any], batch_metrics: Sequence[Any] = ()) -> None:
+    keys = set(metrics)
+    for batch in batch_metrics:
+        if isinstance(batch, Mapping):
+            keys.update(batch)
+    names.check_metric_names(keys, "metrics")
 
 
 def _int(body: Mapping[str, Any], key: str) -> int:

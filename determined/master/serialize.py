@@ -126,6 +126,7 @@ def model(s: Session, m: Model) -> Dict[str, Any]:
         "creation_time": timestamp(m.creation_time),
         "last_updated_time": timestamp(m.last_updated_time),
         "num_versions": int(num_versions),
+        "owner": m.owner,
     }
 
 

@@ -35,9 +35,9 @@ def _parse_tf_config() -> Tuple[int, list]:
 
 
 def context_and_strategy(cls: Type[core.DistributedContext]) -> Tuple[core.DistributedContext, Any]:
+    index, workers = _parse_tf_config()  # a bad TF_CONFIG is refused before TensorFlow loads
     import tensorflow as tf
 
-    index, workers = _parse_tf_config()
     if len(workers) > 1:
         chief = str(workers[0]).rsplit(":", 1)[0]
         context = cls(rank=index, size=len(workers), local_rank=0, local_size=1, cross_rank=index,

@@ -9,6 +9,8 @@ from typing import Any, Dict
 import pytest
 
 from determined import master
+from determined.cli import _render
+from determined.cli.main import main as det_main
 from determined.common.api import Session
 from determined.master.rm import Slots
 from tests.master._helpers import model_def, wait_for
@@ -54,7 +56,7 @@ def logs(s: Session, trial_id: int) -> str:
 
 
 def test_a_core_api_script_reports_every_kind_of_metric_checkpoints_and_moves_progress(
-    em: Any, tmp_path: pathlib.Path
+    em: Any, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = em.session()
     cfg = config({"name": "single"}, tmp_path, steps=8, wait_dir=str(tmp_path), profile=True, lr=0.5)
@@ -84,6 +86,17 @@ def test_a_core_api_script_reports_every_kind_of_metric_checkpoints_and_moves_pr
     stored = tmp_path / "ckpts" / checkpoints[-1]["uuid"]
     assert json.loads((stored / "metadata.json").read_text()) == {"steps_completed": 8}
     assert json.loads((stored / "state.json").read_text())["steps"] == 8
+    # `det trial describe --metrics` shows every group; without --metrics it names the other groups.
+    monkeypatch.setenv("DET_MASTER", em.url)
+    capsys.readouterr()
+    assert det_main(["trial", "describe", str(trial["id"]), "--metrics"]) == 0
+    out = capsys.readouterr().out
+    assert "Metrics: weights" in out and "Metrics: cpu" in out and _render.metrics_text(weights[-1]["metrics"]) in out
+    assert det_main(["trial", "describe", str(trial["id"])]) == 0
+    assert "Other metric groups: cpu, disk, memory, network, weights" in capsys.readouterr().out
+    assert det_main(["trial", "describe", str(trial["id"]), "--metrics", "--json"]) == 0
+    described = json.loads(capsys.readouterr().out)
+    assert described["metrics"]["weights"] == weights and "cpu" in described["metric_groups"]
     # The group route refuses names Determined refuses.
     with pytest.raises(Exception, match="without '.'"):
         s.get(f"/trials/{trial['id']}/metrics", params={"group": "a.b"})

@@ -2,6 +2,7 @@
 the ranks; local collectives), sharded checkpoints and shared downloads between ranks in threads, preemption modes
 and acknowledgement, the searcher of 0.38, the train context's reports, core.init's local mode, the profiler."""
 import concurrent.futures
+import json
 import os
 import pathlib
 import socket
@@ -272,3 +273,25 @@ def test_gpu_samples_come_from_nvidia_smi(tmp_path: pathlib.Path, monkeypatch: p
     assert _profiler._gpu_sample() == {"gpu0_util": 35.0, "gpu0_memory_used_mb": 1024.0,
                                        "gpu0_free_memory_mb": 80896.0, "gpu1_util": 0.0,
                                        "gpu1_memory_used_mb": 10.0, "gpu1_free_memory_mb": 81910.0}
+
+
+def test_from_tf_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TF_CONFIG as determined.launch.tensorflow writes it: this worker's index and the workers; other task types and
+    indexes outside the cluster are refused; without TF_CONFIG the context has size 1 with TensorFlow's default
+    strategy (no GPU here)."""
+    from determined.tensorflow import _tf_config
+
+    cluster = {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}}))
+    assert _tf_config._parse_tf_config() == (1, cluster["worker"])
+    for task, problem in (({"type": "ps", "index": 0}, "only 'worker'"), ({"type": "worker", "index": 2}, "index 2")):
+        monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": task}))
+        with pytest.raises(errors.DeterminedError, match=problem):
+            core.DistributedContext.from_tf_config()
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(errors.DeterminedError, match="not a JSON object"):
+        core.DistributedContext.from_tf_config()
+    monkeypatch.delenv("TF_CONFIG")
+    tf = pytest.importorskip("tensorflow")
+    context, strategy = core.DistributedContext.from_tf_config()
+    assert context.size == 1 and strategy is tf.distribute.get_strategy()

@@ -2,10 +2,11 @@
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
 from sqlalchemy import select
 
 from determined.master import actions, auth, protocol, registry, serialize
-from determined.master.api._deps import master_of, problems_as_http
+from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
 from determined.master.db import Checkpoint, GroupMetrics, TrainingMetrics, TrialLog, ValidationMetrics
 from determined.master.experiment import get_trial
 
@@ -13,7 +14,7 @@ router = APIRouter()
 
 
 @router.get("/trials/{trial_id}")
-def describe_trial(request: Request, trial_id: int) -> Dict[str, Any]:
+def describe_trial(request: Request, trial_id: int) -> Response:
     with problems_as_http(), master_of(request).read() as s:
         trial = get_trial(s, trial_id)
         training = s.scalars(select(TrainingMetrics).where(TrainingMetrics.trial_id == trial_id)
@@ -22,30 +23,32 @@ def describe_trial(request: Request, trial_id: int) -> Dict[str, Any]:
                                .order_by(ValidationMetrics.steps_completed, ValidationMetrics.id))
         checkpoints = s.scalars(select(Checkpoint).where(Checkpoint.trial_id == trial_id).order_by(Checkpoint.id))
         groups = s.scalars(select(GroupMetrics.group_name).where(GroupMetrics.trial_id == trial_id).distinct())
-        return {
+        return json_response(lambda: {
             "trial": serialize.trial(trial),
             "training_metrics": serialize.training_metrics(list(training)),
             "validation_metrics": serialize.validation_metrics(list(validation)),
             "metric_groups": ["training", "validation"] + sorted(groups),
             "checkpoints": [serialize.checkpoint(s, c) for c in checkpoints],
-        }
+        }, f"trial {trial_id}")
 
 
 @router.get("/trials/{trial_id}/metrics")
-def trial_metrics(request: Request, trial_id: int, group: str = Query(..., max_length=128)) -> Dict[str, Any]:
+def trial_metrics(request: Request, trial_id: int, group: str = Query(..., max_length=128)) -> Response:
     """The trial's metrics of one group (`training`, `validation`, or any group it reported), by steps_completed."""
     with problems_as_http(), master_of(request).read() as s:
         get_trial(s, trial_id)
         if group == "training":
             rows = s.scalars(select(TrainingMetrics).where(TrainingMetrics.trial_id == trial_id)
                              .order_by(TrainingMetrics.steps_completed, TrainingMetrics.id))
-            return {"group": group, "metrics": serialize.training_metrics(list(rows))}
+            return json_response(lambda: {"group": group, "metrics": serialize.training_metrics(list(rows))},
+                                 f"trial {trial_id}'s {group} metrics")
         table: Any = ValidationMetrics if group == "validation" else GroupMetrics
         query = select(table).where(table.trial_id == trial_id)
         if table is GroupMetrics:
             query = query.where(GroupMetrics.group_name == protocol.check_group(group))
         rows = s.scalars(query.order_by(table.steps_completed, table.id))
-        return {"group": group, "metrics": serialize.validation_metrics(list(rows))}
+        return json_response(lambda: {"group": group, "metrics": serialize.validation_metrics(list(rows))},
+                             f"trial {trial_id}'s {group} metrics")
 
 
 @router.get("/trials/{trial_id}/logs")
@@ -73,7 +76,7 @@ def kill_trial(request: Request, trial_id: int) -> Dict[str, Any]:
 
 @router.get("/trials/{trial_id}/checkpoints")
 def trial_checkpoints(request: Request, trial_id: int,
-                      states: Optional[List[str]] = Query(default=None)) -> Dict[str, Any]:
+                      states: Optional[List[str]] = Query(default=None)) -> Response:
     """The trial's checkpoints ordered by steps_completed, then id; `states` filters (repeatable)."""
     with problems_as_http(), master_of(request).read() as s:
         get_trial(s, trial_id)
@@ -82,4 +85,4 @@ def trial_checkpoints(request: Request, trial_id: int,
         if wanted:
             query = query.where(Checkpoint.state.in_(wanted))
         rows = s.scalars(query.order_by(Checkpoint.steps_completed, Checkpoint.id))
-        return {"checkpoints": [serialize.checkpoint(s, c) for c in rows]}
+        return json_list("checkpoints", rows, lambda c: serialize.checkpoint(s, c), lambda c: c.uuid)
