@@ -86,6 +86,21 @@ def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int) -> None:
     rollback_to_checkpoint(s, exp, trial)
 
 
+def exit_note(s: Session, trial_id: int, returncode: int) -> str:
+    """What a failed run's exit led to, for the trial's logs (after `process_exited`)."""
+    trial = s.get(Trial, trial_id)
+    what = f"the trial's process exited with code {returncode}"
+    if trial is None:
+        return what
+    exp = s.get(Experiment, trial.experiment_id)
+    max_restarts = int((exp.config if exp is not None else {}).get("max_restarts", 5))
+    if trial.state == states.ERROR and trial.restarts > max_restarts:
+        return f"{what}; the trial is ERROR: it failed {trial.restarts} time(s), max_restarts is {max_restarts}"
+    if trial.state in states.TRIAL_TERMINAL:
+        return f"{what}; the trial is {trial.state}"
+    return f"{what}; restart {trial.restarts} of {max_restarts} from the latest checkpoint"
+
+
 def recover(s: Session) -> int:
     """After a master (re)start: runs recorded as live have no process any more; make them ready to restart."""
     count = 0

@@ -13,9 +13,11 @@ from determined.master import auth, users
 from determined.master import ui
 from determined.master.api import api_router, checkpoints, cluster, insights, models
 from determined.master.api import users as users_api
+from determined.master.logs import LogLimits, is_disk_full
 from determined.master.master import Master
 from determined.master.rm import Slots
 from determined.master.rm.base import ResourceManagerFactory
+from determined.master.rm.trial_env import TrialUser
 
 logger = logging.getLogger("determined.master")
 
@@ -31,6 +33,9 @@ def create_app(
     preemption_timeout: Optional[float] = None,
     warn_blank_passwords: bool = False,
     resource_manager: Optional[ResourceManagerFactory] = None,
+    storage_roots: Optional[Sequence[str]] = None,
+    trial_user: Optional[TrialUser] = None,
+    log_limits: Optional[LogLimits] = None,
 ) -> FastAPI:
     """The REST API over the data dir's database (migrated on creation).
 
@@ -39,12 +44,14 @@ def create_app(
     the app only reads and records (list, describe, create without running), e.g. in-process for the CLI.
     Every /api/ route but login and /master/info needs a bearer token (determined.master.auth);
     `warn_blank_passwords` logs a warning at start while a default user has a blank password (servers).
+    `storage_roots`, `trial_user` and `log_limits` are a server's settings (see `Master`).
     """
     kwargs: Any = {}
     if preemption_timeout is not None:
         kwargs["preemption_timeout"] = preemption_timeout
     master = Master(data_dir, db_url, run_scheduler=run_scheduler, url=url, slots=slots,
-                    trial_command=trial_command, resource_manager=resource_manager, **kwargs)
+                    trial_command=trial_command, resource_manager=resource_manager, storage_roots=storage_roots,
+                    trial_user=trial_user, log_limits=log_limits, **kwargs)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -69,7 +76,17 @@ def create_app(
     app.add_middleware(auth.AuthMiddleware, resolver=auth.TrialPrincipalCache(lambda token: _resolve(master, token)))
     app.add_exception_handler(OverflowError, _out_of_range)
     app.add_exception_handler(sqlalchemy.exc.DataError, _out_of_range)
+    app.add_exception_handler(sqlalchemy.exc.OperationalError, _database_unavailable)
     return app
+
+
+async def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    """The database refused a write (a full disk, say): 503, nothing was stored, the client may retry later."""
+    if not is_disk_full(exc):
+        raise exc
+    return JSONResponse(status_code=503, content={"detail": {
+        "message": "the master's disk is full: nothing was stored; retry when the master's admin has freed space",
+        "problems": []}})
 
 
 async def _out_of_range(_request: Request, exc: Exception) -> JSONResponse:

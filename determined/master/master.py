@@ -7,7 +7,7 @@ import pathlib
 import queue
 import threading
 import time
-from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
@@ -15,11 +15,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from determined import errors
 from determined.master import allocations, scheduler, states
+from determined.master import storage_roots as storage_roots_mod
 from determined.master import gc as checkpoint_gc
-from determined.master.db import Experiment, Trial, engine as db_engine
-from determined.master.logs import LogWriter
+from determined.master.db import Experiment, Trial, engine as db_engine, utcnow
+from determined.master import isolation
+from determined.master.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
 from determined.master.rm.base import ResourceManager, ResourceManagerFactory
+from determined.master.rm.log_lines import MARKER
+from determined.master.rm.trial_env import TrialUser, configured_variables
 
 logger = logging.getLogger("determined.master")
 
@@ -108,6 +112,7 @@ class Master:
     Every change to experiment/trial state happens under `lock` inside `write()`; reads use `read()`.
     `trial_command` replaces the harness command for tests (see LocalResourceManager).
     `resource_manager` builds another resource manager from (work root, log sink); default: the local one.
+    `storage_roots` (servers) limits `shared_fs` checkpoint storage to those directories (storage_roots.py).
     """
 
     def __init__(
@@ -122,9 +127,15 @@ class Master:
         preemption_timeout: float = DEFAULT_PREEMPTION_TIMEOUT,
         poll_interval: float = 0.2,
         resource_manager: Optional[ResourceManagerFactory] = None,
+        storage_roots: Optional[Sequence[str]] = None,
+        trial_user: Optional[TrialUser] = None,
+        log_limits: Optional[LogLimits] = None,
     ) -> None:
         self.data_dir = pathlib.Path(data_dir).expanduser().resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # None: any shared_fs directory (the embedded master, on its user's own machine); else the allowed roots.
+        self.storage_roots = None if storage_roots is None else storage_roots_mod.resolve_roots(storage_roots,
+                                                                                                self.data_dir)
         self.db_url = db_engine.resolve_db_url(self.data_dir, db_url)
         self.engine = db_engine.make_engine(self.db_url)
         db_engine.upgrade(self.engine)
@@ -147,14 +158,24 @@ class Master:
         self.poll_interval = poll_interval
         self.rm: Optional[ResourceManager] = None
         self.log_writer: Optional[LogWriter] = None
+        self.trial_user = trial_user
+        # Exits of trial processes not recorded yet (the database refused the write: a full disk, say).
+        self._unrecorded_exits: List[Tuple[int, str, int]] = []
         if run_scheduler:
-            self.log_writer = LogWriter(self._writes)
+            self.log_writer = LogWriter(self._writes, limits=log_limits)
+            if trial_user is not None:
+                if resource_manager is not None:
+                    raise errors.DeterminedError(
+                        "trial_user runs trials on this machine as another OS user; with a Ray cluster the trials "
+                        "run as the user of the Ray workers: remove trial_user (see docs/auth.md)")
+                isolation.protect_data_dir(self.data_dir, trial_user)
             if resource_manager is not None:  # e.g. the Ray resource manager (rm/ray.py)
                 self.rm = resource_manager(str(self.data_dir / "work"), self.log_writer.add)
             else:
                 self.rm = LocalResourceManager(str(self.data_dir / "work"), self.log_writer.add,
                                                slots=slots if slots is not None else detect_slots(),
-                                               trial_command=trial_command)
+                                               trial_command=trial_command, trial_user=trial_user,
+                                               line_bytes=self.log_writer.limits.line_bytes)
         self._wake = threading.Event()
         self._stop_requested = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -241,11 +262,14 @@ class Master:
         # them), so it lives until they are all gone.
         assert self.rm is not None
         self.rm.exit_listener = self.wake  # a run that ends is reaped at once, not at the next poll
+        last_error, last_logged = "", 0.0
         while not self._stop_requested.is_set():
             try:
                 self.tick()
-            except Exception:  # the loop must survive a bad tick; the error is in the log
-                logger.exception("scheduler tick failed")
+            except Exception as e:  # the loop must survive a bad tick; the error is in the log (once a minute)
+                if str(e) != last_error or time.monotonic() - last_logged > 60:
+                    logger.exception("scheduler tick failed")
+                    last_error, last_logged = str(e), time.monotonic()
             self._wake.wait(self.poll_interval)
             self._wake.clear()
         self._drain()
@@ -273,16 +297,34 @@ class Master:
         checkpoint_gc.run_pending_gc(self)
 
     def _reap(self, *, master_stopping: bool = False) -> None:
+        """Record the exits of ended runs. An exit the database refuses (a full disk) is kept and recorded at a
+        later tick: a trial's end is never lost, and its experiment never stays ACTIVE with nothing running."""
         assert self.rm is not None
-        exits = self.rm.poll_exited()
+        new = self.rm.poll_exited()
+        exits, self._unrecorded_exits = self._unrecorded_exits + new, []
         if not exits:
             return
         if self.log_writer is not None:
+            for trial_id, _, _ in new:
+                self.log_writer.run_ended(trial_id)
             self.log_writer.flush()
-        with self.write() as s:
-            for trial_id, allocation_id, code in exits:
-                logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
-                allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
+        notes: List[Tuple[int, str]] = []
+        try:
+            with self.write() as s:
+                for trial_id, allocation_id, code in exits:
+                    logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
+                    allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
+                    if code != 0 and not master_stopping:
+                        notes.append((trial_id, allocations.exit_note(s, trial_id, code)))
+        except Exception as e:
+            self._unrecorded_exits = exits
+            logger.error("could not record the exit of %s trial run(s) (%s); retrying%s", len(exits),
+                         str(e).splitlines()[0][:300] if str(e) else e.__class__.__name__,
+                         " when the disk has space again" if is_disk_full(e) else "")
+            return
+        if self.log_writer is not None:  # the reason of a restart or an error, in the trial's own logs
+            for trial_id, note in notes:
+                self.log_writer.add(trial_id, utcnow(), "stderr", MARKER + note)
 
     def _schedule(self) -> None:
         assert self.rm is not None and self.url is not None
@@ -294,11 +336,12 @@ class Master:
                     exp = s.get(Experiment, trial.experiment_id)
                     assert exp is not None
                     allocation_id, token = allocations.start_allocation(s, trial)
-                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp)))
-        for trial_id, exp_id, allocation_id, token, slots in launches:
+                    env = configured_variables(exp.config, self.rm.slots.kind)
+                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp), env))
+        for trial_id, exp_id, allocation_id, token, slots, env in launches:
             try:
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
-                               slots_needed=slots, master_url=self.url)
+                               slots_needed=slots, master_url=self.url, env=env)
             except Exception as e:
                 logger.error("trial %s: could not start its process: %s", trial_id, e)
                 with self.write() as s:
@@ -328,6 +371,17 @@ class Master:
             time.sleep(0.05)
 
     # ------------------------------------------------------------ helpers for the API
+
+    def storage_problems(self, checkpoint_storage: Optional[Dict[str, Any]]) -> List[str]:
+        """Why an experiment may not use this checkpoint storage on this master (empty: it may)."""
+        if self.storage_roots is None:
+            return []
+        return storage_roots_mod.storage_problems(checkpoint_storage, self.storage_roots, self.data_dir)
+
+    def storage_refusal(self, checkpoint_storage: Optional[Dict[str, Any]]) -> Optional[str]:
+        """Why nothing may be deleted from this checkpoint storage now (a link planted since submission), or None."""
+        problems = self.storage_problems(checkpoint_storage)
+        return "; ".join(problems) if problems else None
 
     def total_slots(self) -> Optional[int]:
         return self.rm.total_slots if self.rm is not None else None
