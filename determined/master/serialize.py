@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from determined.config import redaction
 from determined.master.db import Checkpoint, Experiment, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.db.models import Model, ModelVersion
 
@@ -15,7 +16,7 @@ def timestamp(value: Optional[datetime.datetime]) -> Optional[str]:
 
 
 def experiment(s: Session, exp: Experiment) -> Dict[str, Any]:
-    config = exp.config
+    config = redaction.experiment_config(exp.config)  # secrets are for the trial's own context only
     num_trials = s.scalar(select(func.count()).select_from(Trial).where(Trial.experiment_id == exp.id)) or 0
     return {
         "id": exp.id,
@@ -80,7 +81,7 @@ def checkpoint(s: Session, c: Checkpoint) -> Dict[str, Any]:
         "determined_version": c.determined_version,
         "start_time": timestamp(c.start_time),
         "end_time": timestamp(c.end_time),
-        "storage": exp.config.get("checkpoint_storage") if exp is not None else None,
+        "storage": redaction.storage(exp.config.get("checkpoint_storage")) if exp is not None else None,
         "model_versions": model_versions_of(s, c.uuid),
     }
 
