@@ -92,8 +92,23 @@ def is_running(trial: Trial) -> bool:
 # ---------------------------------------------------------------- the search method
 
 
-def load_searcher(exp: Experiment) -> searcher.Searcher:
-    method = searcher.Searcher.from_config(exp.config, int(exp.config["reproducibility"]["experiment_seed"]))
+# Sessions of a Master carry, under this key of `Session.info`, a callable giving the master's total slots (None
+# for a master that runs no trials): the search methods create trials as the slots allow (SearchContext.window).
+SLOTS_INFO = "total_slots"
+
+
+def searcher_capacity(s: Session, exp: Experiment) -> Optional[int]:
+    """How many trials of `exp` the master of session `s` can run at once; None outside a master."""
+    total_slots = s.info.get(SLOTS_INFO)
+    if total_slots is None:
+        return None
+    per_trial = int(((exp.config.get("resources") or {}).get("slots_per_trial")) or 1)
+    return (total_slots() or 0) // max(1, per_trial)
+
+
+def load_searcher(exp: Experiment, capacity: Optional[int] = None) -> searcher.Searcher:
+    method = searcher.Searcher.from_config(exp.config, int(exp.config["reproducibility"]["experiment_seed"]),
+                                           capacity)
     if exp.searcher_snapshot is not None:
         method.restore(exp.searcher_snapshot)
     return method
@@ -118,7 +133,7 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL:
         _check_done(s, exp)
         return
-    method = load_searcher(exp)
+    method = load_searcher(exp, searcher_capacity(s, exp))
     queue: Deque[Event] = collections.deque(events)
     while queue:
         kind, args = queue.popleft()

@@ -18,6 +18,7 @@ from determined.master import allocations, scheduler, states
 from determined.master import storage_roots as storage_roots_mod
 from determined.master import gc as checkpoint_gc
 from determined.master.db import Experiment, Trial, engine as db_engine, utcnow
+from determined.master.experiment import SLOTS_INFO
 from determined.master import isolation
 from determined.master.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
@@ -146,8 +147,10 @@ class Master:
             except db_engine.DatabaseInUse as e:
                 self.engine.dispose()
                 raise errors.DeterminedError(str(e)) from None
-        self._reads = sessionmaker(self.engine, expire_on_commit=False)
-        self._writes = sessionmaker(self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False)
+        info = {SLOTS_INFO: self.total_slots}  # the search methods create trials as the slots allow
+        self._reads = sessionmaker(self.engine, expire_on_commit=False, info=info)
+        self._writes = sessionmaker(self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False,
+                                    info=info)
         self.write_engine = self.engine.execution_options(sqlite_immediate=True)
         self.lock = threading.RLock()
         self._group_commits: Dict[BatchApply, GroupCommit[Any]] = {}

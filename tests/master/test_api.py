@@ -236,8 +236,8 @@ def test_a_clone_starts_from_its_parents_latest_checkpoint(session: Session, mon
     session.post(f"/trials/{parent['id']}/checkpoints", {"uuid": PARENT_CK, "steps_completed": 10, "resources": {}})
     real = experiment.load_searcher
 
-    def cloning(e):  # type: ignore[no-untyped-def]
-        s = real(e)
+    def cloning(e, capacity=None):  # type: ignore[no-untyped-def]
+        s = real(e, capacity)
         original = s.validation_completed
         s.validation_completed = lambda rid, metric, length: original(rid, metric, length) + [  # type: ignore[method-assign]
             searcher.Create("clone", {"x": 0.25, "global_batch_size": 4}, checkpoint={"request_id": rid}),
