@@ -7,7 +7,7 @@ import pathlib
 import socket
 import threading
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 import httpx
 import uvicorn
@@ -83,6 +83,43 @@ def running_master_url(data_dir: "str | os.PathLike[str]", wait: float = 30.0) -
         lock = _read_lock(path) or {}
 
 
+FOLLOWERS_DIR = "followers"
+
+
+@contextlib.contextmanager
+def following(data_dir: "str | os.PathLike[str]", experiment_id: int) -> Iterator[None]:
+    """Mark, while the block runs, that this process follows `experiment_id` on another process's foreground
+    master and will run it itself when that master stops (a shared lock, released when this process dies)."""
+    import fcntl
+
+    folder = pathlib.Path(data_dir).expanduser().resolve() / FOLLOWERS_DIR
+    folder.mkdir(exist_ok=True)
+    fd = os.open(folder / f"{int(experiment_id)}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def has_follower(data_dir: "str | os.PathLike[str]", experiment_id: int) -> bool:
+    """Whether a live process follows `experiment_id` (see `following`) and will take it over."""
+    import fcntl
+
+    path = pathlib.Path(data_dir).expanduser().resolve() / FOLLOWERS_DIR / f"{int(experiment_id)}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def in_process_session(data_dir: "str | os.PathLike[str]") -> Session:
     """A Session on the data dir's API served in-process, with no scheduler: for reading and recording."""
     import warnings
@@ -134,6 +171,10 @@ class EmbeddedMaster:
         self.stop()
 
 
+class MasterAlreadyRunning(errors.DeterminedError):
+    """Another live process is the master of the data dir."""
+
+
 def _take_lock(path: pathlib.Path) -> None:
     for _ in range(2):
         try:
@@ -142,7 +183,7 @@ def _take_lock(path: pathlib.Path) -> None:
             lock = _read_lock(path) or {}
             pid = lock.get("pid")
             if isinstance(pid, int) and _pid_alive(pid):
-                raise errors.DeterminedError(
+                raise MasterAlreadyRunning(
                     f"another master (pid {pid}) already runs on the data dir {path.parent} at "
                     f"{lock.get('url') or '(starting)'}; talk to it with DET_MASTER={lock.get('url')} or stop it first"
                 ) from None
