@@ -1,11 +1,12 @@
 """`det master up`: the master as a long-running server (REST API, scheduler) in the foreground."""
 import argparse
 import logging
+import os
+import pathlib
 import signal
 import sys
 import threading
-import pathlib
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from determined import common, errors
 
@@ -134,8 +135,42 @@ def _printable_db(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def _db_password_out_of_argv(args: argparse.Namespace) -> None:
+    """A database URL with a password on the command line is readable by every local user (`ps`,
+    /proc/PID/cmdline), trial processes included: run again with it in DET_DB_URL instead, which only this
+    OS user (and root) can read. Same process id, same options."""
+    db = getattr(args, "db", None)
+    if not db or os.environ.get(_ARGV_CLEANED):
+        return
+    from sqlalchemy.engine import make_url
+
+    try:
+        if not make_url(db).password:
+            return
+    except Exception:  # not a URL: the normal checks explain it
+        return
+    argv: List[str] = []
+    skip = False
+    for arg in sys.orig_argv:
+        if skip:
+            skip = False
+        elif arg == "--db":
+            skip = True
+        elif not arg.startswith("--db="):
+            argv.append(arg)
+    if len(argv) == len(sys.orig_argv):  # given in a form not recognised here: leave it
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, {**os.environ, "DET_DB_URL": db, _ARGV_CLEANED: "1"})
+
+
+_ARGV_CLEANED = "DET_MASTER_ARGV_CLEANED"
+
+
 def up(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; then running trials checkpoint and stop, and the next `up` resumes them."""
+    _db_password_out_of_argv(args)
     settings = _settings(args)
     from determined.master import embedded
     from determined.master.db import engine as db_engine

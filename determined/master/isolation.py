@@ -4,20 +4,24 @@ With a trial user (master config `trial_user`), the master runs as root and star
 user (rm/trial_env.py). At start it makes the data dir unreadable to that user: the data dir is 0711 (others
 may pass through it to the two directories trials use, but not list it), and everything in it is private to
 the master (0600 files, 0700 directories: the database and its journal, the lock file, TensorBoard state),
-except `checkpoints/` (owned by the trial user: trials write checkpoints there) and `work/` (0711; each
-run's directory is owned by the trial user). Without a trial user, trials run as the master's own OS user and
+except `checkpoints/` and `tensorboard/` (owned by the trial user: trials write their checkpoints and
+TensorBoard event files there) and `work/` (0711; each run's directory is owned by the trial user). Without a trial user, trials run as the master's own OS user and
 can read and change its database: the master says so at start.
 """
 import os
 import pathlib
 import stat
+import subprocess
+import sys
 from typing import List, Optional
 
 from determined import errors
 from determined.master.rm.trial_env import TrialUser, group_name
 
 # Entries of the data dir that trials use; everything else in it is the master's alone.
-TRIAL_DIRS = ("checkpoints", "work")
+TRIAL_DIRS = ("checkpoints", "tensorboard", "work")
+# Of those, the ones trials write into directly (their TensorBoard event files, their checkpoints).
+TRIAL_OWNED_DIRS = ("checkpoints", "tensorboard")
 
 
 def protect_data_dir(data_dir: pathlib.Path, user: TrialUser) -> None:
@@ -32,14 +36,32 @@ def protect_data_dir(data_dir: pathlib.Path, user: TrialUser) -> None:
         if entry.name in TRIAL_DIRS:
             continue
         _make_private(pathlib.Path(entry.path))
-    checkpoints = data_dir / "checkpoints"
-    checkpoints.mkdir(exist_ok=True)
-    os.chown(checkpoints, user.uid, user.gid)
-    os.chmod(checkpoints, 0o755)
+    for name in TRIAL_OWNED_DIRS:
+        owned = data_dir / name
+        owned.mkdir(exist_ok=True)
+        os.chown(owned, user.uid, user.gid)
+        os.chmod(owned, 0o755)
     work = data_dir / "work"
     work.mkdir(exist_ok=True)
     os.chown(work, 0, 0)
     os.chmod(work, 0o711)
+    check_trial_user_runs_python(user, work)
+
+
+def check_trial_user_runs_python(user: TrialUser, cwd: pathlib.Path) -> None:
+    """Start this Python as the trial user and import this package: a clear error now, not failing trials later."""
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import determined.exec.harness"], cwd=str(cwd),
+                               env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=120, **user.popen_kwargs())
+        problem = "" if probe.returncode == 0 else (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+    except OSError as e:
+        problem = f"{e.strerror or e}"
+    if problem:
+        raise errors.DeterminedError(
+            f"trials run as {user.name!r} (trial_user) cannot start {sys.executable} with this package: {problem}; "
+            "install Python and determined where every user can read them (not in root's home directory), or "
+            "remove trial_user")
 
 
 def _make_private(path: pathlib.Path) -> None:

@@ -68,18 +68,20 @@ def storage_problems(checkpoint_storage: Optional[Mapping[str, Any]], roots: Seq
     """Why a canonical checkpoint storage may not be used on a master with these roots (empty: it may)."""
     if not checkpoint_storage or checkpoint_storage.get("type") != "shared_fs":
         return []
+    allowed = ", ".join(str(r) for r in roots)
     try:
         directory = os.path.realpath(shared_fs_path(checkpoint_storage))
     except errors.DeterminedError as e:
-        return [f"checkpoint_storage: {e}"]
+        return [f"{e}; this master stores checkpoints only inside: {allowed}"]
     data = os.path.realpath(data_dir)
-    allowed = ", ".join(str(r) for r in roots)
     where = f"{checkpoint_storage.get('host_path')!r}" + (
         f" with storage_path {checkpoint_storage.get('storage_path')!r}" if checkpoint_storage.get("storage_path") else "")
-    if _inside(data, directory) or (_inside(directory, data)
-                                   and not _inside(directory, os.path.join(data, CHECKPOINTS_DIR))):
-        return [f"checkpoint_storage.host_path: {where} is {directory}, the master's data dir or a directory that "
-                f"holds it; this master stores checkpoints only inside: {allowed}"]
+    if _inside(data, directory):
+        return [f"checkpoint_storage.host_path: {where} is {directory}, which holds the master's data dir (its "
+                f"database and lock file); this master stores checkpoints only inside: {allowed}"]
+    if _inside(directory, data) and not _inside(directory, os.path.join(data, CHECKPOINTS_DIR)):
+        return [f"checkpoint_storage.host_path: {where} is {directory}, inside the master's data dir (its database, "
+                f"lock file and work dirs); this master stores checkpoints only inside: {allowed}"]
     if not any(_inside(directory, str(root)) for root in roots):
         return [f"checkpoint_storage.host_path: {where} is {directory}, outside the directories this master stores "
                 f"checkpoints in: {allowed}; use one of them (or a directory inside one), or S3 storage, or ask the "

@@ -4,10 +4,12 @@ Reading stays bounded in memory whatever a process writes: the part of a line be
 pieces and thrown away, and the stored line ends with a marker saying how many bytes were cut. Standard
 library only: the Ray worker reads its trial's output with it on every node.
 """
+import re
 from typing import IO, Iterator
 
 MARKER = "[master] "  # starts every line the master adds to a trial's logs
 DEFAULT_LINE_BYTES = 64 * 1024
+_CUT = re.compile(r" \[master\] \[\d+ bytes cut: the line was longer than the [^\]]+ limit\]$")
 
 
 def size_text(n: int) -> str:
@@ -22,11 +24,15 @@ def cut_marker(cut: int, limit: int) -> str:
 
 
 def cap_line(message: str, limit: int) -> str:
-    """`message`, or its first `limit` bytes (whole UTF-8 characters) and a marker when it is longer."""
+    """`message`, or its first `limit` bytes (whole UTF-8 characters) and a marker when it is longer; a line
+    already cut to `limit` (it ends with its marker) is left as it is."""
     if len(message) * 4 <= limit:  # cheap: no encoding needed
         return message
     data = message.encode("utf-8", errors="replace")
     if len(data) <= limit:
+        return message
+    cut = _CUT.search(message)
+    if cut is not None and len(message[:cut.start()].encode("utf-8", errors="replace")) <= limit:
         return message
     return data[:limit].decode("utf-8", errors="ignore") + cut_marker(len(data) - limit, limit)
 
