@@ -164,6 +164,7 @@ class Master:
         self.trial_user = trial_user
         # Exits of trial processes not recorded yet (the database refused the write: a full disk, say).
         self._unrecorded_exits: List[Tuple[int, str, int]] = []
+        self._unrecorded_exits_logged = False
         if run_scheduler:
             self.log_writer = LogWriter(self._writes, limits=log_limits)
             if trial_user is not None:
@@ -307,6 +308,8 @@ class Master:
         exits, self._unrecorded_exits = self._unrecorded_exits + new, []
         if not exits:
             return
+        for trial_id, allocation_id, code in new:
+            logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
         if self.log_writer is not None:
             for trial_id, _, _ in new:
                 self.log_writer.run_ended(trial_id)
@@ -315,16 +318,19 @@ class Master:
         try:
             with self.write() as s:
                 for trial_id, allocation_id, code in exits:
-                    logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
                     allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
                     if code != 0 and not master_stopping:
                         notes.append((trial_id, allocations.exit_note(s, trial_id, code)))
         except Exception as e:
-            self._unrecorded_exits = exits
-            logger.error("could not record the exit of %s trial run(s) (%s); retrying%s", len(exits),
-                         str(e).splitlines()[0][:300] if str(e) else e.__class__.__name__,
-                         " when the disk has space again" if is_disk_full(e) else "")
+            if not self._unrecorded_exits_logged:
+                logger.error("could not record the exit of %s trial run(s) (%s); retrying%s", len(exits),
+                             str(e).splitlines()[0][:300] if str(e) else e.__class__.__name__,
+                             " until the disk has space again" if is_disk_full(e) else "")
+            self._unrecorded_exits, self._unrecorded_exits_logged = exits, True
             return
+        if self._unrecorded_exits_logged:
+            logger.warning("recorded the exits of %s trial run(s) that had waited", len(exits))
+            self._unrecorded_exits_logged = False
         if self.log_writer is not None:  # the reason of a restart or an error, in the trial's own logs
             for trial_id, note in notes:
                 self.log_writer.add(trial_id, utcnow(), "stderr", MARKER + note)

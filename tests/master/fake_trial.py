@@ -5,7 +5,8 @@ training report), FAKE_SLEEP (seconds per chunk), FAKE_CKPT_EVERY (batches betwe
 FAKE_HANG_AT (on its first run, the trial writes its pid to FAKE_DIR/pid-<trial> at this step and hangs),
 FAKE_CRASH_TRIAL (this trial id always exits 3 after its first chunk), FAKE_STORE (1: checkpoints are real
 directories written through the experiment's checkpoint storage), FAKE_PRINT_BYTES (at start, print one line
-of that many bytes), FAKE_PRINT_LINES (at start, print that many numbered lines).
+of that many bytes), FAKE_PRINT_LINES (at start, print that many numbered lines), FAKE_GATE (a path: train only
+once it exists).
 """
 import os
 import sys
@@ -62,6 +63,8 @@ def leave(code: int = 0) -> None:
 
 
 record("start")
+while env.get("FAKE_GATE") and not os.path.exists(env["FAKE_GATE"]) and not preempted():
+    time.sleep(0.05)
 print(f"fake trial {trial_id} starts at batch {steps}", flush=True)
 print("a line on stderr", file=sys.stderr, flush=True)
 if int(env.get("FAKE_PRINT_BYTES", "0")):
