@@ -77,8 +77,9 @@ def storage_problems(checkpoint_storage: Optional[Mapping[str, Any]], roots: Seq
     where = f"{checkpoint_storage.get('host_path')!r}" + (
         f" with storage_path {checkpoint_storage.get('storage_path')!r}" if checkpoint_storage.get("storage_path") else "")
     if _inside(data, directory):
-        return [f"checkpoint_storage.host_path: {where} is {directory}, which holds the master's data dir (its "
-                f"database and lock file); this master stores checkpoints only inside: {allowed}"]
+        what = "the master's data dir" if directory == data else "a directory that holds the master's data dir"
+        return [f"checkpoint_storage.host_path: {where} is {directory}, {what} (its database and lock file); this "
+                f"master stores checkpoints only inside: {allowed}"]
     if _inside(directory, data) and not _inside(directory, os.path.join(data, CHECKPOINTS_DIR)):
         return [f"checkpoint_storage.host_path: {where} is {directory}, inside the master's data dir (its database, "
                 f"lock file and work dirs); this master stores checkpoints only inside: {allowed}"]

@@ -74,23 +74,23 @@ def _passed(name: str, with_credentials: bool) -> bool:
     return with_credentials and name.startswith(CREDENTIAL_PREFIXES)
 
 
+# Where the master's own user keeps things: passed to trials that run as that user (the data dir's caches).
+_OWN_USER_NAMES = ("HOME", "USER", "LOGNAME", "DET_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
+
+
 def trial_environment(source: Mapping[str, str], *, user: Optional[TrialUser] = None,
-                      home: Optional[str] = None, data_dir: Optional[str] = None) -> Dict[str, str]:
+                      home: Optional[str] = None) -> Dict[str, str]:
     """The environment a trial process starts from, taken from `source` (the master's or a Ray worker's).
 
     With `user`, the trial runs as that user: HOME (`home`, else the user's own), USER and LOGNAME are its, and
-    no credentials pass. Without, HOME and USER are the master's, and `data_dir` (the master's, which the trial
-    can reach) is passed as DET_DATA_DIR so the trial's caches share it.
+    no credentials pass. Without, the trial runs as the master's own user: its HOME, USER, DET_DATA_DIR and
+    XDG_* directories pass too (the dataset cache in the data dir is shared).
     """
     env = {k: v for k, v in source.items() if _passed(k, with_credentials=user is None)}
     if user is not None:
         env.update({"HOME": home or user.home, "USER": user.name, "LOGNAME": user.name})
     else:
-        for name in ("HOME", "USER", "LOGNAME"):
-            if name in source:
-                env[name] = source[name]
-        if data_dir:
-            env["DET_DATA_DIR"] = data_dir
+        env.update({k: source[k] for k in _OWN_USER_NAMES if k in source})
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -108,10 +108,6 @@ def configured_variables(config: Mapping[str, Any], slot_kind: str) -> Dict[str,
             if name:
                 out[name] = value
     return out
-
-
-def without(env: Mapping[str, str], names: Sequence[str]) -> Dict[str, str]:
-    return {k: v for k, v in env.items() if k not in names}
 
 
 __all__: List[str] = ["TrialUser", "resolve_trial_user", "trial_environment", "configured_variables"]
