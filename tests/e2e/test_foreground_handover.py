@@ -12,7 +12,7 @@ from determined.master import Master
 from determined.master import actions
 from tests.master._helpers import config, model_def
 
-from ._server import FAKE_TRIAL_ENV, SERVE_FAKE, wait_for
+from tests.server._server import FAKE_TRIAL_ENV, SERVE_FAKE, wait_for
 
 
 def _paused_experiments(data_dir: pathlib.Path, gates: List[pathlib.Path]) -> List[int]:
