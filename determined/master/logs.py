@@ -193,7 +193,6 @@ def _first_line(e: BaseException) -> str:
 
 def is_disk_full(e: BaseException) -> bool:
     """Whether `e` (an error of the database or of a file) means the disk is full."""
-
     cur: Optional[BaseException] = e
     for _ in range(5):
         if cur is None:
@@ -205,4 +204,3 @@ def is_disk_full(e: BaseException) -> bool:
             return True
         cur = getattr(cur, "orig", None) or cur.__cause__ or cur.__context__
     return False
-

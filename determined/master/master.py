@@ -14,12 +14,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from determined import errors
-from determined.master import allocations, scheduler, states
-from determined.master import storage_roots as storage_roots_mod
+from determined.master import allocations, isolation, scheduler, states
 from determined.master import gc as checkpoint_gc
+from determined.master import storage_roots as storage_roots_mod
 from determined.master.db import Experiment, Trial, engine as db_engine, utcnow
 from determined.master.experiment import SLOTS_INFO
-from determined.master import isolation
 from determined.master.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
 from determined.master.rm.base import ResourceManager, ResourceManagerFactory
@@ -113,7 +112,9 @@ class Master:
     Every change to experiment/trial state happens under `lock` inside `write()`; reads use `read()`.
     `trial_command` replaces the harness command for tests (see LocalResourceManager).
     `resource_manager` builds another resource manager from (work root, log sink); default: the local one.
-    `storage_roots` (servers) limits `shared_fs` checkpoint storage to those directories (storage_roots.py).
+    `storage_roots` (servers) limits `shared_fs` checkpoint storage to those directories (storage_roots.py);
+    `trial_user` runs trial processes as that OS user and closes the data dir to it (isolation.py);
+    `log_limits` caps trial log lines and each trial's logs (logs.py).
     """
 
     def __init__(
@@ -168,11 +169,17 @@ class Master:
         if run_scheduler:
             self.log_writer = LogWriter(self._writes, limits=log_limits)
             if trial_user is not None:
-                if resource_manager is not None:
-                    raise errors.DeterminedError(
-                        "trial_user runs trials on this machine as another OS user; with a Ray cluster the trials "
-                        "run as the user of the Ray workers: remove trial_user (see docs/auth.md)")
-                isolation.protect_data_dir(self.data_dir, trial_user)
+                try:
+                    if resource_manager is not None:
+                        raise errors.DeterminedError(
+                            "trial_user runs trials on this machine as another OS user; with a Ray cluster the "
+                            "trials run as the user of the Ray workers: remove trial_user (see docs/auth.md)")
+                    isolation.protect_data_dir(self.data_dir, trial_user)
+                except BaseException:  # nothing started yet: give the database back
+                    if self._release_db_lock is not None:
+                        self._release_db_lock()
+                    self.engine.dispose()
+                    raise
             if resource_manager is not None:  # e.g. the Ray resource manager (rm/ray.py)
                 self.rm = resource_manager(str(self.data_dir / "work"), self.log_writer.add)
             else:

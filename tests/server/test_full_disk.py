@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import time
-from typing import Any, Dict, Iterator, List
+from typing import Iterator, List
 
 import pytest
 

@@ -128,7 +128,7 @@ def test_storage_secrets_are_hidden_from_everyone_but_the_trial_that_uses_them(t
     alice, bob = team.session("alice"), team.session("bob")
     storage = {"type": "s3", "bucket": "alice-bucket", "access_key": SECRETS[0], "secret_key": SECRETS[1],
                "endpoint_url": "http://127.0.0.1:9"}
-    slow = [f"FAKE_SLEEP=0.5", f"WANDB_API_KEY={SECRETS[3]}", "PLAIN_SETTING=visible"]
+    slow = ["FAKE_SLEEP=0.5", f"WANDB_API_KEY={SECRETS[3]}", "PLAIN_SETTING=visible"]
     exp_s = create(alice, max_trials=1, length=400, checkpoint_storage=storage, data={"secrets": {"api": SECRETS[2]}},
                    environment={"environment_variables": slow, "registry_auth": {"username": "a", "password": SECRETS[4]}})
     exp_t = create(bob, max_trials=1, length=400, environment=fake_env(sleep=0.5))
