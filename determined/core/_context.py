@@ -282,6 +282,11 @@ def _make_remote_context(
             info.allocation_id = os.environ["DET_ALLOCATION_ID"]
         if checkpoint_storage is not None:
             storage_manager = storage_from_argument(checkpoint_storage)
+            logger.warning(
+                "core.init(checkpoint_storage=...): this trial's checkpoints go to %s, not to the experiment's "
+                "checkpoint_storage; the trial resumes from them, but the master's garbage collection, `det checkpoint "
+                "download` and the model registry look in the experiment's storage and do not find their files",
+                storage_manager)
         else:
             storage_manager = storage.build_storage_manager(info.config.get("checkpoint_storage"))
     except BaseException:

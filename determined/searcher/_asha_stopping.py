@@ -70,13 +70,17 @@ class StoppingBracket(SearchMethod):
         self.closed: Set[str] = set()
         self.latest_time: Dict[str, float] = {}
         self.reported_progress: Dict[str, float] = {}
+        self.deferred = 0  # first trials the platform's window held back: created as trials end
         self.shutdown = False
 
     # ---- events
 
-    def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+    def initial_operations(self, ctx: SearchContext, limit: Optional[int] = None) -> List[Operation]:
+        """The bracket's first trials: its concurrency, at most `limit` now (the rest as trials end)."""
+        count = self.concurrency if limit is None else max(0, min(self.concurrency, limit))
+        self.deferred = self.concurrency - count
         ops: List[Operation] = []
-        for _ in range(self.concurrency):
+        for _ in range(count):
             ops += self._create(ctx)
         return ops
 
@@ -125,7 +129,11 @@ class StoppingBracket(SearchMethod):
         self._known(request_id)
         self.closed.add(request_id)
         self.stopped.add(request_id)
-        # A trial that simply exits creates nothing: the search ends when every trial it created has ended.
+        # A trial that simply exits creates nothing (but a first trial held back by the window takes its seat): the
+        # search ends when every trial it created has ended.
+        if self.deferred and not self.shutdown and self._counted_trials() < self.max_trials:
+            self.deferred -= 1
+            return self._create(ctx)
         if not self.shutdown and len(self.closed) >= len(self.trial_rung):
             self.shutdown = True
             return [Shutdown()]
@@ -198,6 +206,7 @@ class StoppingBracket(SearchMethod):
             "closed": sorted(self.closed),
             "latest_time": dict(self.latest_time),
             "reported_progress": dict(self.reported_progress),
+            "deferred": self.deferred,
             "shutdown": self.shutdown,
         }
 
@@ -210,6 +219,7 @@ class StoppingBracket(SearchMethod):
         self.closed = set(snapshot["closed"])
         self.latest_time = {str(k): float(v) for k, v in snapshot["latest_time"].items()}
         self.reported_progress = {str(k): float(v) for k, v in snapshot["reported_progress"].items()}
+        self.deferred = int(snapshot.get("deferred", 0))
         self.shutdown = bool(snapshot["shutdown"])
 
 
@@ -237,6 +247,7 @@ class ASHAStoppingSearch(SideBySideBrackets, SearchMethod):
             raise ValueError(f"searcher.max_concurrent_trials: must be >= 0, got {max_concurrent_trials}")
         self.max_time = max_time
         self.max_trials = max_trials
+        self.max_concurrent_trials = max_concurrent_trials
         self.time_metric = time_metric
         self.divisor = divisor
         self.smaller_is_better = smaller_is_better

@@ -52,11 +52,18 @@ class SideBySideBrackets:
     owner: Dict[str, int]
     shutdown: bool
     max_trials: int
+    max_concurrent_trials: int
 
     def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+        """Each bracket's first trials; on the platform, at most the context's window in all (split between
+        the brackets in proportion to their concurrency, at least one each)."""
+        wanted = [min(b.concurrency, b.max_trials) for b in self.brackets]
+        window = ctx.window(self.max_concurrent_trials)
+        if window is not None and sum(wanted) > window:
+            wanted = [max(1, w * window // sum(wanted)) for w in wanted]
         ops: List[Operation] = []
-        for index, bracket in enumerate(self.brackets):
-            ops += self._own(index, bracket.initial_operations(ctx))
+        for index, (bracket, limit) in enumerate(zip(self.brackets, wanted)):
+            ops += self._own(index, bracket.initial_operations(ctx, limit))
         return ops
 
     def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int

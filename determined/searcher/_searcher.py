@@ -68,7 +68,8 @@ def make_search_method(searcher_config: Mapping[str, Any]) -> SearchMethod:
         return SingleSearch(max_length=max_length, unit=unit)
     if name == "random":
         unit, max_length = optional_config_length(searcher_config, "max_length")
-        return RandomSearch(max_length=max_length, max_trials=config_int(searcher_config, "max_trials"), unit=unit)
+        return RandomSearch(max_length=max_length, max_trials=config_int(searcher_config, "max_trials"), unit=unit,
+                            max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0))
     if name in ("adaptive_asha", "async_halving") and not searcher_drives_trials(searcher_config):
         return ASHAStoppingSearch.from_config(searcher_config)
     if isinstance(name, str) and name in _FACTORIES:
@@ -84,9 +85,10 @@ class Searcher:
         self.context = context
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], seed: int) -> "Searcher":
-        """A fresh searcher for a canonical experiment config."""
-        return cls(make_search_method(config["searcher"]), SearchContext(seed, config.get("hyperparameters") or {}))
+    def from_config(cls, config: Mapping[str, Any], seed: int, capacity: Optional[int] = None) -> "Searcher":
+        """A fresh searcher for a canonical experiment config; `capacity`: see SearchContext (None on its own)."""
+        return cls(make_search_method(config["searcher"]),
+                   SearchContext(seed, config.get("hyperparameters") or {}, capacity))
 
     @property
     def unit(self) -> str:

@@ -1,21 +1,22 @@
 """Determined 0.38's search semantics: trials that run their own loop (no max_length), the time-based ASHA that
 stops trials, INVALID_HP replacements, and progress from report_progress."""
 import json
-from typing import Any, List
+from typing import Any, List, Optional
 
 import pytest
 
 from determined import config as det_config
 from determined.searcher import Close, Create, ExitedReason, Searcher, Shutdown, ValidateAfter
 from determined.searcher._asha_stopping import ASHAStoppingSearch, StoppingBracket
+from determined.searcher._context import MIN_WINDOW
 
 HPARAMS = {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}}
 
 
-def searcher_of(**search: Any) -> Searcher:
+def searcher_of(capacity: Optional[int] = None, **search: Any) -> Searcher:
     raw = {"internal": {"native": {"command": ["train.py"]}}, "hyperparameters": HPARAMS,
            "searcher": {"metric": "loss", **search}}  # a script: its own loop decides its length
-    return Searcher.from_config(det_config.load_experiment_config(raw), seed=3)
+    return Searcher.from_config(det_config.load_experiment_config(raw), seed=3, capacity=capacity)
 
 
 def created(ops: List[Any]) -> List[str]:
@@ -167,3 +168,23 @@ def test_json_of_every_038_operation() -> None:
     op = Shutdown(failure=True, message="why")
     assert operation_from_dict(json.loads(json.dumps(operation_to_dict(op)))) == op
     assert operation_from_dict({"kind": "shutdown", "failure": False}) == Shutdown()  # journals of before
+
+
+def test_on_the_platform_trials_of_own_loops_are_created_as_the_window_allows() -> None:
+    """The platform's window (max_concurrent_trials here) holds back trials; they come as others end, and an
+    INVALID_HP replacement waits for room too. The time-based ASHA's held-back first trials take the seats of trials
+    that end without a stop."""
+    s = searcher_of(name="random", max_trials=3, max_concurrent_trials=1, capacity=4)
+    [first] = created(s.initial_operations())
+    [second] = created(s.trial_exited_early(first, ExitedReason.INVALID_HP) + s.trial_closed(first))
+    s = roundtrip(s)
+    [third] = created(s.trial_closed(second))
+    [fourth] = created(s.trial_closed(third))  # the replacement of the invalid one: 3 valid trials in all
+    assert s.progress() == pytest.approx(2 / 3)
+    assert s.trial_closed(fourth) == [Shutdown()] and s.progress() == 1.0
+    s = asha(max_trials=40, capacity=4)  # one bracket running all 40 at once, but the platform's window is 16
+    ids = created(s.initial_operations())
+    assert len(ids) == MIN_WINDOW
+    more = created(s.trial_closed(ids[0]))  # ended below the top rung without a stop: a held-back trial starts
+    s = roundtrip(s)
+    assert len(more) == 1 and len(created(s.trial_closed(ids[1]))) == 1
