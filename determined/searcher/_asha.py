@@ -9,7 +9,7 @@ import sys
 from fractions import Fraction
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
-from determined.searcher._context import SearchContext
+from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
 from determined.searcher._method import ExitedReason, SearchMethod
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
@@ -69,6 +69,8 @@ def _signed(metric: float, smaller_is_better: bool) -> float:
 
 
 class AsyncHalvingSearch(SearchMethod):
+    max_created = MAX_TRIALS  # trials it may create, INVALID_HP replacements included (SideBySideBrackets shares it)
+
     """One bracket of asynchronous successive halving (`async_halving`).
 
     Starts `max_concurrent_trials` trials (0: auto, see `concurrency_per_bracket`) in rung 0. When a trial reports
@@ -163,7 +165,8 @@ class AsyncHalvingSearch(SearchMethod):
     def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
         self._known(request_id)
         self.exited.add(request_id)
-        if reason == ExitedReason.INVALID_HP and request_id not in self.invalid:
+        replaceable = request_id not in self.invalid and len(self.trial_rung) < self.max_created
+        if reason == ExitedReason.INVALID_HP and replaceable:
             return self._replace_invalid(ctx, request_id)
         if request_id in self.outstanding:
             return self._report(ctx, request_id, WORST_METRIC)
@@ -379,6 +382,7 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
             AsyncHalvingSearch(rungs, max_length, n, divisor, c, smaller_is_better, unit, stop_once)
             for rungs, n, c in zip(self.bracket_rungs, trials, concurrency)
         ]
+        self._share_trial_limit()
         self.owner: Dict[str, int] = {}
         self.shutdown = False
 

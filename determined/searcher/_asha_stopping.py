@@ -18,7 +18,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from determined.searcher._asha import WORST_METRIC, concurrency_per_bracket, trials_per_bracket
-from determined.searcher._context import SearchContext
+from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
 from determined.searcher._method import ExitedReason, SearchMethod
 from determined.searcher._ops import Close, Create, Operation, Shutdown
@@ -33,6 +33,8 @@ def _number(metrics: Mapping[str, Any], name: str) -> Optional[float]:
 
 class StoppingBracket(SearchMethod):
     """One bracket of ASHA with stopping (`async_halving` with time_metric, or a bracket of `adaptive_asha`)."""
+
+    max_created = MAX_TRIALS  # trials it may create, INVALID_HP replacements included (SideBySideBrackets shares it)
 
     def __init__(
         self,
@@ -117,7 +119,7 @@ class StoppingBracket(SearchMethod):
         if request_id in self.stopped or request_id in self.invalid or self.shutdown:
             return []
         self.stopped.add(request_id)
-        if reason == ExitedReason.INVALID_HP:
+        if reason == ExitedReason.INVALID_HP and len(self.trial_rung) < self.max_created:
             self.invalid.add(request_id)
             for entries in self.rungs:
                 entries[:] = [entry for entry in entries if entry[0] != request_id]
@@ -260,6 +262,7 @@ class ASHAStoppingSearch(SideBySideBrackets, SearchMethod):
             StoppingBracket(rungs, max_time, n, time_metric, metric, divisor, c, smaller_is_better)
             for rungs, n, c in zip(self.bracket_rungs, trials, concurrency)
         ]
+        self._share_trial_limit()
         self.owner: Dict[str, int] = {}
         self.shutdown = False
 

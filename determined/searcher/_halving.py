@@ -3,7 +3,7 @@ from fractions import Fraction
 from typing import Any, Dict, List
 
 from determined.config.searchers import MODES
-from determined.searcher._context import SearchContext
+from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._method import ExitedReason
 from determined.searcher._ops import Create, Operation, Shutdown
 
@@ -53,6 +53,13 @@ class SideBySideBrackets:
     shutdown: bool
     max_trials: int
     max_concurrent_trials: int
+
+    def _share_trial_limit(self) -> None:
+        """Split the trials an experiment may create (MAX_TRIALS) between the brackets: each may replace INVALID_HP
+        trials until it created its share."""
+        spare = max(0, MAX_TRIALS - self.max_trials) // len(self.brackets)
+        for bracket in self.brackets:
+            bracket.max_created = bracket.max_trials + spare
 
     def initial_operations(self, ctx: SearchContext) -> List[Operation]:
         """Each bracket's first trials; on the platform, at most the context's window in all (split between

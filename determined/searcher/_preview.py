@@ -4,6 +4,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from determined.searcher._asha import ASHASearch, AsyncHalvingSearch, promotion_count
 from determined.searcher._asha_stopping import ASHAStoppingSearch
+from determined.searcher._context import MAX_TRIALS
 from determined.searcher._grid import GridSearch, grid_axes
 from determined.searcher._method import SearchMethod
 from determined.searcher._searcher import make_search_method
@@ -11,12 +12,6 @@ from determined.searcher._simulate import Objective, SimulationResult, simulate
 
 # Past this many trials, preview does not simulate (the worst case is then left out rather than slow).
 SIMULATION_TRIAL_LIMIT = 5000
-
-
-# The most trials one experiment may create: every trial is a row with its metrics and logs, and a search
-# method's state, stored with every event of the search, holds the trials it made; past this an event costs
-# more than a fraction of a second and a list of trials no longer fits on a page.
-MAX_TRIALS = 10_000
 
 
 def planned_trials(config: Mapping[str, Any]) -> int:

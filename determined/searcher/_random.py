@@ -3,7 +3,7 @@ max_length, each running its own loop until its process exits: Determined 0.38).
 import abc
 from typing import Any, Dict, List, Optional, Set
 
-from determined.searcher._context import SearchContext
+from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._method import ExitedReason, SearchMethod
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
@@ -85,7 +85,8 @@ class FixedTrialsSearch(SearchMethod):
         if request_id not in self.open:
             return []
         self.exited.add(request_id)
-        if reason == ExitedReason.INVALID_HP and self.replaces_invalid and request_id not in self.invalid:
+        if (reason == ExitedReason.INVALID_HP and self.replaces_invalid and request_id not in self.invalid
+                and self.total < MAX_TRIALS):
             self.invalid.add(request_id)
             self.replaced += 1
             self.total += 1  # a new draw takes its place, as room allows

@@ -188,3 +188,24 @@ def test_on_the_platform_trials_of_own_loops_are_created_as_the_window_allows() 
     more = created(s.trial_closed(ids[0]))  # ended below the top rung without a stop: a held-back trial starts
     s = roundtrip(s)
     assert len(more) == 1 and len(created(s.trial_closed(ids[1]))) == 1
+
+
+def test_invalid_hp_replacements_stop_at_the_trial_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An experiment never holds more than MAX_TRIALS trials, even when every trial is invalid: past the limit an
+    INVALID_HP exit is an ordinary early exit and the search ends."""
+    from determined.searcher import _random
+    from determined.searcher._context import MAX_TRIALS
+
+    monkeypatch.setattr(_random, "MAX_TRIALS", 3)
+    s = searcher_of(name="random", max_trials=2)
+    a, b = created(s.initial_operations())
+    [c] = created(s.trial_exited_early(a, ExitedReason.INVALID_HP))
+    assert s.trial_exited_early(b, ExitedReason.INVALID_HP) == []
+    assert s.trial_closed(a) == [] and s.trial_closed(b) == [] and s.trial_closed(c) == [Shutdown()]
+    s = asha(max_trials=4)
+    [bracket] = s.method.brackets
+    assert bracket.max_created == MAX_TRIALS  # one bracket: the whole limit
+    bracket.max_created = 4
+    ids = created(s.initial_operations())
+    assert len(ids) == 4 and s.trial_exited_early(ids[0], ExitedReason.INVALID_HP) == []
+    assert [s.trial_closed(rid) for rid in ids][-1] == [Shutdown()]
