@@ -7,7 +7,7 @@ import bisect
 import math
 import sys
 from fractions import Fraction
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
@@ -334,6 +334,17 @@ class AsyncHalvingSearch(SearchMethod):
 # ---------------------------------------------------------------- brackets side by side
 
 
+def split_into_brackets(search: SideBySideBrackets, make: Callable[[int, int, int], Any]) -> None:
+    """Give an ASHA search (with `bracket_rungs`, `max_trials`, `max_concurrent_trials` and `divisor`) its brackets:
+    `make(rungs, max_trials, concurrency)` for each, max_trials and max_concurrent_trials split between them."""
+    trials = trials_per_bracket(search.bracket_rungs, search.max_trials, search.divisor)
+    concurrency = concurrency_per_bracket(trials, search.max_concurrent_trials, search.divisor)
+    search.brackets = [make(rungs, n, c) for rungs, n, c in zip(search.bracket_rungs, trials, concurrency)]
+    search._share_trial_limit()
+    search.owner = {}
+    search.shutdown = False
+
+
 class ASHASearch(SideBySideBrackets, SearchMethod):
     """`adaptive_asha`: brackets of asynchronous successive halving run side by side.
 
@@ -375,16 +386,9 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
             self.bracket_rungs = list(bracket_rungs)
         else:
             self.bracket_rungs = brackets_for_mode(mode, self.max_rungs)
-        trials = trials_per_bracket(self.bracket_rungs, max_trials, divisor)
-        concurrency = concurrency_per_bracket(trials, max_concurrent_trials, divisor)
         self.max_concurrent_trials = max_concurrent_trials
-        self.brackets = [
-            AsyncHalvingSearch(rungs, max_length, n, divisor, c, smaller_is_better, unit, stop_once)
-            for rungs, n, c in zip(self.bracket_rungs, trials, concurrency)
-        ]
-        self._share_trial_limit()
-        self.owner: Dict[str, int] = {}
-        self.shutdown = False
+        split_into_brackets(self, lambda rungs, n, c: AsyncHalvingSearch(rungs, max_length, n, divisor, c,
+                                                                          smaller_is_better, unit, stop_once))
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "ASHASearch":

@@ -17,7 +17,7 @@ import bisect
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from determined.searcher._asha import WORST_METRIC, concurrency_per_bracket, trials_per_bracket
+from determined.searcher._asha import WORST_METRIC, split_into_brackets
 from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
 from determined.searcher._method import ExitedReason, SearchMethod
@@ -256,15 +256,8 @@ class ASHAStoppingSearch(SideBySideBrackets, SearchMethod):
         self.unit = time_metric
         self.bracket_rungs = list(bracket_rungs)
         self.max_rungs = max(self.bracket_rungs)
-        trials = trials_per_bracket(self.bracket_rungs, max_trials, divisor)
-        concurrency = concurrency_per_bracket(trials, max_concurrent_trials, divisor)
-        self.brackets = [
-            StoppingBracket(rungs, max_time, n, time_metric, metric, divisor, c, smaller_is_better)
-            for rungs, n, c in zip(self.bracket_rungs, trials, concurrency)
-        ]
-        self._share_trial_limit()
-        self.owner: Dict[str, int] = {}
-        self.shutdown = False
+        split_into_brackets(self, lambda rungs, n, c: StoppingBracket(rungs, max_time, n, time_metric, metric, divisor,
+                                                                      c, smaller_is_better))
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "ASHAStoppingSearch":

@@ -53,6 +53,8 @@ class SideBySideBrackets:
     shutdown: bool
     max_trials: int
     max_concurrent_trials: int
+    bracket_rungs: List[int]
+    divisor: float
 
     def _share_trial_limit(self) -> None:
         """Split the trials an experiment may create (MAX_TRIALS) between the brackets: each may replace INVALID_HP
