@@ -223,6 +223,8 @@ def _check_trial_class_length(config: Dict[str, Any], problems: Problems) -> Non
     searcher, entrypoint = config["searcher"], config["entrypoint"]
     if not isinstance(searcher, dict) or searcher.get("max_length") is not None:
         return
+    if problems.is_handled("searcher.max_length"):
+        return  # a legacy length field (max_steps...) was given but is wrong: reported under its own name
     if isinstance(entrypoint, str) and re.fullmatch(ENTRYPOINT_PATTERN, entrypoint) and not searcher_drives_trials(searcher):
         problems.add("searcher.max_length", f"is missing, but the entrypoint {entrypoint!r} is a Trial class, which "
                      "trains to searcher.max_length", "give max_length (e.g. max_length: {batches: 1000}), or run a "
