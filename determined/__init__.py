@@ -25,7 +25,7 @@ _LAZY = {
 }
 _SUBMODULES = {
     "core", "config", "pytorch", "keras", "estimator", "tensorflow", "experimental", "storage", "searcher", "errors",
-    "common", "tensorboard", "tensorpack",
+    "common", "tensorboard", "tensorpack", "util",
 }
 
 
