@@ -1,6 +1,7 @@
 """The Master: database, state machine lock, resource manager and the scheduler thread that ties them."""
 import concurrent.futures
 import contextlib
+import hashlib
 import logging
 import os
 import pathlib
@@ -14,6 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from determined import errors
+from determined.config.entrypoint import runs_a_script
 from determined.master import allocations, scheduler, states
 from determined.master import gc as checkpoint_gc
 from determined.master.db import Experiment, Trial, engine as db_engine
@@ -310,11 +312,12 @@ class Master:
                     assert exp is not None
                     allocation_id, token = allocations.start_allocation(s, trial)
                     self.log_policies.watch(trial.id, allocation_id, exp.config)
-                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp)))
-        for trial_id, exp_id, allocation_id, token, slots in launches:
+                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp),
+                                     runs_a_script(exp.config)))
+        for trial_id, exp_id, allocation_id, token, slots, script in launches:
             try:
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
-                               slots_needed=slots, master_url=self.url)
+                               slots_needed=slots, master_url=self.url, script=script)
             except Exception as e:
                 logger.error("trial %s: could not start its process: %s", trial_id, e)
                 with self.write() as s:
@@ -344,6 +347,11 @@ class Master:
             time.sleep(0.05)
 
     # ------------------------------------------------------------ helpers for the API
+
+    @property
+    def cluster_id(self) -> str:
+        """A stable identifier of this master's cluster (its data dir's), given to trials as DET_CLUSTER_ID."""
+        return hashlib.sha1(str(self.data_dir).encode()).hexdigest()[:16]
 
     def total_slots(self) -> Optional[int]:
         return self.rm.total_slots if self.rm is not None else None

@@ -3,18 +3,20 @@ import base64
 import binascii
 import io
 import tarfile
-from typing import List, Optional, Set
+from typing import Any, List, Set
 
 from determined.common.context import unsafe_members
+from determined.config.entrypoint import is_trial_class
 from determined.master.problems import RequestProblem
 
 MAX_MODEL_DEF_BYTES = 96 * 1024 * 1024
 MAX_MEMBERS = 100_000
 
 
-def decode_model_def(b64_tgz: object, entrypoint: Optional[str]) -> bytes:
+def decode_model_def(b64_tgz: object, entrypoint: Any) -> bytes:
     """The archive's bytes, after checking size, format, that every member is safe to unpack (no absolute paths,
-    `..`, links out of the directory, device files or fifos) and that the entrypoint's module file is inside."""
+    `..`, links out of the directory, device files or fifos) and that the module of a Trial class entrypoint is
+    inside (a command's files are the command's business)."""
     if not isinstance(b64_tgz, str) or not b64_tgz:
         raise RequestProblem(400, "model_definition: a base64-encoded .tar.gz of the model directory is required")
     try:
@@ -29,7 +31,7 @@ def decode_model_def(b64_tgz: object, entrypoint: Optional[str]) -> bytes:
     if unsafe:
         raise RequestProblem(400, f"model_definition: unsafe archive member {unsafe[0]}", unsafe)
     names = {_normalise(m.name) for m in members if m.isfile()}
-    if entrypoint:
+    if is_trial_class(entrypoint):
         _check_entrypoint(entrypoint, names)
     return data
 

@@ -47,7 +47,7 @@ def _replacing(table: Any, handler: Callable[[Session, Trial, Dict[str, Any]], D
 
 @router.get("/trials/{trial_id}/context")
 def trial_context(request: Request, trial_id: int) -> Dict[str, Any]:
-    return _read(request, trial_id, protocol.trial_context)
+    return {**_read(request, trial_id, protocol.trial_context), "cluster_id": master_of(request).cluster_id}
 
 
 @router.get("/trials/{trial_id}/searcher/operation")

@@ -23,6 +23,7 @@ import dataclasses
 import datetime
 import hashlib
 import ipaddress
+import json
 import logging
 import os
 import socket
@@ -163,9 +164,11 @@ class RayRun:
     slots_needed: int
     master_url: str
     pg: Any
+    script: bool = False  # one harness per node, holding the node's slots of the run (its command starts workers)
     state: str = "pending"  # pending -> placing -> running -> stopping; `exit_code` set when it ended
     ready_ref: Any = None
-    where_ref: Any = None
+    where_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)  # rank -> its `where` call
+    wheres: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # rank -> its answer
     actors: List[Any] = dataclasses.field(default_factory=list)
     rank_nodes: List[str] = dataclasses.field(default_factory=list)  # node id of each rank
     node_ips: List[str] = dataclasses.field(default_factory=list)  # node IP of each rank
@@ -405,9 +408,12 @@ class RayResourceManager:
         return {"CPU": self.cpus_per_slot}
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str) -> RayRun:
-        """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed."""
-        run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None)
+               master_url: str, script: bool = False) -> RayRun:
+        """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed.
+
+        A `script` run starts one harness per node (on the node's first actor), which holds that node's slots."""
+        run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None,
+                     script=script)
         pool = next((p for p in self._idle if len(p.actors) == slots_needed
                      and not any(node in self._dead for node in p.rank_nodes)), None)
         if pool is not None:
@@ -415,7 +421,7 @@ class RayResourceManager:
             run.pg, run.actors, run.rank_nodes, run.node_ips, run.slots = (
                 pool.pg, pool.actors, pool.rank_nodes, pool.node_ips, pool.slots)
             run.reused = True
-            run.where_ref = self._watch(run.actors[0].where.remote())
+            self._ask_where(run)
             run.state = "placing"
             self._runs[allocation_id] = run
             logger.info("trial %s: run %s reuses the placement group and actors of a finished run on %s %s slot(s)",
@@ -485,11 +491,50 @@ class RayResourceManager:
             run.rank_nodes.append(node)
             run.node_ips.append(ip)
             run.slots.append(f"{ip}/{bundle}")
-        run.where_ref = self._watch(run.actors[0].where.remote())
+        self._ask_where(run)
         run.state = "placing"
 
+    def _ask_where(self, run: RayRun) -> None:
+        """Ask rank 0 (a script run: every rank, for the GPUs of each node) where it is."""
+        ranks = range(len(run.actors)) if run.script else [0]
+        run.wheres = {}
+        run.where_refs = {rank: self._watch(run.actors[rank].where.remote()) for rank in ranks}
+
+    def _containers(self, run: RayRun) -> List[List[int]]:
+        """The ranks of each node of the run, in node order: one container per node, as Determined's agents."""
+        containers: Dict[str, List[int]] = {}
+        for rank, node in enumerate(run.rank_nodes):
+            containers.setdefault(node, []).append(rank)
+        return list(containers.values())
+
+    def _container_env(self, run: RayRun, container: int, containers: List[List[int]]) -> Dict[str, str]:
+        """What a node's harness knows of the run's containers (DET_CONTAINER_*), and its own slots and GPUs."""
+        ranks = containers[container]
+        env = {
+            "DET_SLOT_IDS": json.dumps(ranks),
+            "DET_AGENT_ID": run.rank_nodes[ranks[0]],
+            "DET_CONTAINER_ADDRS": json.dumps([run.node_ips[c[0]] for c in containers]),
+            "DET_CONTAINER_RANK": str(container),
+            "DET_CONTAINER_SLOT_COUNTS": json.dumps([len(c) for c in containers]),
+        }
+        if run.script:
+            chief = run.wheres.get(0) or {}
+            env["C10D_PORT"] = str((chief.get("ports") or [29400])[0])  # torch's rendezvous on the chief's node
+            env["DET_CHIEF_PORT"] = str((chief.get("ports") or [0, 12360])[1])
+            env["OMP_NUM_THREADS"] = str(max(1, int(self.cpus_per_slot * len(ranks))))
+            if self.slots.kind == "gpu":
+                gpus = [g for rank in ranks for g in (run.wheres.get(rank) or {}).get("gpu_ids", [])]
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        return env
+
     def _start(self, run: RayRun, chief: Dict[str, Any]) -> None:
-        """Rank 0 told its address and ports: start every rank's trial process and its log long-poll."""
+        """Rank 0 told its address and ports: start every rank's trial process and its log long-poll (a script
+        run: one process per node, on the node's first rank)."""
+        if run.script:
+            self._start_containers(run)
+            return
+        containers = self._containers(run)
+        container_of = {rank: i for i, ranks in enumerate(containers) for rank in ranks}
         size = run.slots_needed
         local_sizes: Dict[str, int] = {}
         for node in run.rank_nodes:
@@ -507,6 +552,7 @@ class RayResourceManager:
                 "OMP_NUM_THREADS": str(max(1, int(self.cpus_per_slot))),
                 "DET_RAY_NODE_ID": node,
                 "DET_RAY_NODE_IP": run.node_ips[rank],
+                **self._container_env(run, container_of[rank], containers),
             }
             if size > 1:
                 env.update({
@@ -533,8 +579,37 @@ class RayResourceManager:
                     run.allocation_id, ", ".join(f"{ip} ({n[:8]})" for ip, n in zip(run.node_ips, run.rank_nodes)),
                     run.master_url)
 
+    def _start_containers(self, run: RayRun) -> None:
+        containers = self._containers(run)
+        for container, ranks in enumerate(containers):
+            leader = ranks[0]
+            for rank in ranks[1:]:  # they hold their slot for the leader's process: nothing to run
+                run.exit_codes[rank] = 0
+            env = {
+                "DET_MASTER": run.master_url,
+                "DET_TRIAL_ID": str(run.trial_id),
+                "DET_EXPERIMENT_ID": str(run.experiment_id),
+                "DET_ALLOCATION_ID": run.allocation_id,
+                "DET_SESSION_TOKEN": run.token,
+                "DET_RAY_NODE_ID": run.rank_nodes[leader],
+                "DET_RAY_NODE_IP": run.node_ips[leader],
+                **self._container_env(run, container, containers),
+            }
+            self._log(run, leader, "stdout",
+                      f"[ray] run {run.allocation_id}: rank {leader} on node {run.node_ips[leader]} (node id "
+                      f"{run.rank_nodes[leader]}) runs container {container} of {len(containers)} with "
+                      f"{len(ranks)} slot(s)", time.time())
+            actor = run.actors[leader]
+            run.start_refs[leader] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command))
+            run.drain_refs[leader] = self._watch(actor.drain.remote(DRAIN_WAIT_S, run.allocation_id))
+        run.state = "running"
+        logger.info("trial %s: run %s started on Ray node(s) %s in %d container(s); it reaches the master at %s",
+                    run.trial_id, run.allocation_id, ", ".join(sorted(set(run.node_ips))), len(containers),
+                    run.master_url)
+
     def _log(self, run: RayRun, rank: int, stream: str, line: str, ts: float) -> None:
-        prefix = f"[rank {rank}] " if run.slots_needed > 1 else ""
+        # A script's own launcher prefixes its workers' lines with their ranks (determined.launch.wrap_rank).
+        prefix = f"[rank {rank}] " if run.slots_needed > 1 and not run.script else ""
         self.log_sink(run.trial_id, _utc(ts), stream, prefix + line)
 
     def _lost(self, run: RayRun, rank: int, why: str) -> None:
@@ -550,8 +625,8 @@ class RayResourceManager:
         for run in self._runs.values():
             if run.ready_ref is not None:
                 pending[run.ready_ref] = (run, "ready", 0)
-            if run.where_ref is not None:
-                pending[run.where_ref] = (run, "where", 0)
+            for rank, ref in run.where_refs.items():
+                pending[ref] = (run, "where", rank)
             for kind, refs in (("start", run.start_refs), ("drain", run.drain_refs), ("kill", run.kill_refs)):
                 for rank, ref in refs.items():
                     pending[ref] = (run, kind, rank)
@@ -577,9 +652,10 @@ class RayResourceManager:
                                      run.allocation_id, e)
                         run.exit_codes[0] = 127
             elif kind == "where":
-                run.where_ref = None
-                if run.state == "placing":
-                    self._start(run, value)
+                run.where_refs.pop(rank, None)
+                run.wheres[rank] = value
+                if run.state == "placing" and not run.where_refs:
+                    self._start(run, run.wheres[0])
             elif kind == "start":
                 del run.start_refs[rank]
                 if rank == 0:
@@ -603,7 +679,7 @@ class RayResourceManager:
         if kind == "ready":
             run.ready_ref = None
         if kind == "where":
-            run.where_ref = None
+            run.where_refs.clear()
         text = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
         if kind == "where" and run.reused and run.state == "placing" and not run.killed:
             # A kept actor died while it waited: this run gets a new placement group, not a failure.
