@@ -13,6 +13,7 @@ from its latest checkpoint:
 
 The workers are started by the multi-slot machinery of `determined.exec.launch`.
 """
+import logging
 import sys
 from typing import List, NoReturn
 
@@ -29,6 +30,13 @@ def cluster_info_or_exit(launcher: str) -> ClusterInfo:
     return info
 
 
+def setup_logging() -> None:
+    """The launcher's own lines (a worker that failed, ...) in Determined's log format, on stderr."""
+    from determined import LOG_FORMAT
+
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+
+
 def fail(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(1)
@@ -42,4 +50,4 @@ def split_overrides(args: List[str]) -> "tuple[List[str], List[str]]":
     return [], args
 
 
-__all__ = ["cluster_info_or_exit", "fail", "split_overrides"]
+__all__ = ["cluster_info_or_exit", "fail", "setup_logging", "split_overrides"]

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 from determined.core._info import ClusterInfo
 from determined.exec import _script
 from determined.exec.launch import Workers
-from determined.launch import cluster_info_or_exit, fail
+from determined.launch import cluster_info_or_exit, fail, setup_logging
 
 DEFAULT_PORT = 29400
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -50,6 +50,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--port", type=int, help="the port of each worker (default: $C10D_PORT, else 29400)")
     parser.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT...")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    setup_logging()
     script = args.script[1:] if args.script[:1] == ["--"] else args.script
     if not script:
         fail("give the script to run, e.g. `python3 -m determined.launch.tensorflow -- python3 train.py`")

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 from determined.core._info import ClusterInfo
 from determined.exec import _script
 from determined.exec.launch import Workers, free_port, worker_envs
-from determined.launch import cluster_info_or_exit, fail, split_overrides
+from determined.launch import cluster_info_or_exit, fail, setup_logging, split_overrides
 
 C10D_PORT_DEFAULT = 29400  # Determined's torch rendezvous port when the resource manager names none
 CHIEF_PORT_DEFAULT = 12360  # and its port of the chief's collectives
@@ -120,6 +120,7 @@ def _env_port(name: str) -> Optional[int]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     overrides, command = parse_args(list(sys.argv[1:] if argv is None else argv))
+    setup_logging()
     info = cluster_info_or_exit("determined.launch.torch_distributed")
     _check_topology(overrides, info)
     try:
