@@ -14,10 +14,16 @@ from its latest checkpoint:
 The workers are started by the multi-slot machinery of `determined.exec.launch`.
 """
 import logging
+import signal
 import sys
-from typing import List, NoReturn
+from typing import Dict, List, NoReturn, Sequence
 
 from determined.core._info import ClusterInfo, get_cluster_info
+from determined.exec.launch import Workers
+
+RANK_PREFIX = "[rank={rank}] "
+# Signals passed on to the workers (each leads its own process group, so each gets a signal once).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def cluster_info_or_exit(launcher: str) -> ClusterInfo:
@@ -42,6 +48,29 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(1)
 
 
+def worker_command(trial: "str | None", script: List[str], launcher: str) -> List[str]:
+    """What each worker runs: the script (`python3` is this interpreter), or with `--trial module:Class` a harness
+    that runs the Trial class in the model directory."""
+    if trial is not None:
+        if script:
+            fail(f"--trial {trial} takes no script, got {' '.join(script)}")
+        return [sys.executable, "-m", "determined.exec.harness", trial]
+    if not script:
+        fail(f"give the script each worker runs, e.g. `python3 -m {launcher} python3 train.py`")
+    from determined.exec import _script
+
+    return _script.command_argv(script)
+
+
+def run_workers(command: Sequence[str], envs: List[Dict[str, str]], first_rank: int) -> int:
+    """Start a worker of `command` per environment, relay their lines with their ranks, pass signals on, and
+    wait: the first failure's status (the others are killed at once), or 0."""
+    workers = Workers(command, envs, first_rank=first_rank, prefix=RANK_PREFIX, own_sessions=True)
+    for signum in FORWARDED:
+        signal.signal(signum, lambda signum, frame: workers.signal_all(signum))
+    return workers.wait()
+
+
 def split_overrides(args: List[str]) -> "tuple[List[str], List[str]]":
     """`[OVERRIDES... --] SCRIPT...`: the launcher's own options before a `--`, and the rest."""
     if "--" in args:
@@ -50,4 +79,4 @@ def split_overrides(args: List[str]) -> "tuple[List[str], List[str]]":
     return [], args
 
 
-__all__ = ["cluster_info_or_exit", "fail", "setup_logging", "split_overrides"]
+__all__ = ["cluster_info_or_exit", "fail", "run_workers", "setup_logging", "split_overrides", "worker_command"]

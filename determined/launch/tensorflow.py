@@ -12,17 +12,14 @@ LOCAL_WORLD_SIZE, DET_CROSS_RANK and DET_CROSS_SIZE count machines, so that `det
 import argparse
 import json
 import os
-import signal
 import sys
 from typing import Dict, List, Optional
 
 from determined.core._info import ClusterInfo
 from determined.exec import _script
-from determined.exec.launch import Workers
-from determined.launch import cluster_info_or_exit, fail, setup_logging
+from determined.launch import cluster_info_or_exit, fail, run_workers, setup_logging
 
 DEFAULT_PORT = 29400
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def tf_config(info: ClusterInfo, port: int) -> Dict[str, object]:
@@ -64,10 +61,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             os.execvpe(command[0], command, env)
         except OSError as e:
             fail(f"cannot start {command[0]!r}: {e.strerror or e}")
-    workers = Workers(command, [env], first_rank=info.container_rank, prefix="[rank={rank}] ", own_sessions=True)
-    for signum in FORWARDED:
-        signal.signal(signum, lambda signum, frame: workers.signal_all(signum))
-    return workers.wait()
+    return run_workers(command, [env], info.container_rank)
 
 
 if __name__ == "__main__":

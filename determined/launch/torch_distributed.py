@@ -18,19 +18,15 @@ TORCH_OVERRIDES are torchrun's options that make sense here: --nproc_per_node (f
 """
 import argparse
 import os
-import signal
 import sys
 from typing import Dict, List, Optional, Tuple
 
 from determined.core._info import ClusterInfo
-from determined.exec import _script
-from determined.exec.launch import Workers, free_port, worker_envs
-from determined.launch import cluster_info_or_exit, fail, setup_logging, split_overrides
+from determined.exec.launch import free_port, worker_envs
+from determined.launch import cluster_info_or_exit, fail, run_workers, setup_logging, split_overrides, worker_command
 
 C10D_PORT_DEFAULT = 29400  # Determined's torch rendezvous port when the resource manager names none
 CHIEF_PORT_DEFAULT = 12360  # and its port of the chief's collectives
-RANK_PREFIX = "[rank={rank}] "
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def _override_parser() -> argparse.ArgumentParser:
@@ -61,14 +57,7 @@ def parse_args(args: List[str]) -> Tuple[argparse.Namespace, List[str]]:
     if overrides.max_restarts not in (None, 0):
         fail("--max_restarts: workers are not restarted one by one here; the trial restarts from its latest "
              "checkpoint (max_restarts in the experiment config)")
-    if parsed.trial is not None:
-        if parsed.script:
-            fail(f"--trial {parsed.trial} takes no script, got {' '.join(parsed.script)}")
-        return overrides, [sys.executable, "-m", "determined.exec.harness", parsed.trial]
-    if not parsed.script:
-        fail("give the script each worker runs, e.g. `python3 -m determined.launch.torch_distributed python3 "
-             "train.py`")
-    return overrides, _script.command_argv(parsed.script)
+    return overrides, worker_command(parsed.trial, parsed.script, "determined.launch.torch_distributed")
 
 
 def _check_topology(overrides: argparse.Namespace, info: ClusterInfo) -> None:
@@ -127,10 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         envs = worker_environments(info, overrides, dict(os.environ))
     except ValueError as e:
         fail(str(e))
-    workers = Workers(command, envs, first_rank=int(envs[0]["RANK"]), prefix=RANK_PREFIX, own_sessions=True)
-    for signum in FORWARDED:
-        signal.signal(signum, lambda signum, frame: workers.signal_all(signum))
-    return workers.wait()
+    return run_workers(command, envs, int(envs[0]["RANK"]))
 
 
 if __name__ == "__main__":

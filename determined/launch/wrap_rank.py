@@ -18,8 +18,8 @@ from typing import List, Optional
 from determined.common._process import die_with_parent
 from determined.exec import _script
 from determined.exec.launch import _relay
+from determined.launch import FORWARDED
 
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def resolve_rank(spec: str) -> int:

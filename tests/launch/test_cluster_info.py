@@ -1,5 +1,6 @@
 """`det.get_cluster_info()`, `det.LOG_FORMAT` and `det.import_from_path`: the trial's identity as Determined 0.38
 scripts read it, from the environment the harness gives them."""
+import importlib
 import json
 import os
 import pathlib
@@ -101,7 +102,7 @@ def test_import_from_path(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatc
         import model_def_x as old  # type: ignore[import-not-found]
 
         with pytest.raises(ImportError):  # the current directory is hidden inside the block
-            import only_here_x  # type: ignore[import-not-found]  # noqa: F401
+            importlib.import_module("only_here_x")
         with pytest.raises(RuntimeError, match="cannot be nested"):
             with det.import_from_path(tmp_path):
                 pass

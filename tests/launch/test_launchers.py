@@ -3,7 +3,6 @@ the harness gives a trial's container (no master is needed: nothing here reports
 import io
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import pytest
 from determined import core
 from determined.core import _info
 from determined.exec.launch import read_lines
-from determined.launch import horovod, torch_distributed
+from determined.launch import deepspeed, horovod, torch_distributed
 
 PY = sys.executable
 SHOW_ENV = "import os; print(' '.join(k + '=' + os.environ.get(k, '-') for k in %r), flush=True)"
@@ -139,3 +138,23 @@ def test_horovod_points_to_torch_distributed(capsys: pytest.CaptureFixture) -> N
     message = capsys.readouterr().err
     assert "Horovod is not available" in message
     assert "python3 -m determined.launch.torch_distributed --trial model_def:T" in message
+
+
+def test_deepspeed_gives_its_launchers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = container_env([0, 1], 1, [2, 2])
+    info = core.ClusterInfo._from_env(env)
+    monkeypatch.setenv("C10D_PORT", "29511")
+    monkeypatch.setenv("DET_CHIEF_PORT", "29512")
+    envs = deepspeed.worker_environments(info, env)
+    assert [(e["RANK"], e["LOCAL_RANK"], e["WORLD_SIZE"], e["LOCAL_SIZE"], e["CROSS_RANK"], e["CROSS_SIZE"],
+             e["MASTER_PORT"], e["USE_DEEPSPEED"]) for e in envs] == [
+        ("2", "0", "4", "2", "1", "2", "29511", "1"), ("3", "1", "4", "2", "1", "2", "29511", "1")]
+    assert "USE_TORCH_DISTRIBUTED" not in envs[0]
+
+
+def test_deepspeed_without_the_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr(deepspeed.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit) as exit_info:
+        deepspeed.main(["python3", "train.py"])
+    assert exit_info.value.code == 1 and "has no deepspeed package" in capsys.readouterr().err
