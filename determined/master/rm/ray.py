@@ -26,6 +26,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -37,7 +38,7 @@ from determined import errors
 from determined.common import env_seconds
 from determined.master.rm import _ray_worker
 from determined.master.rm.base import LogSink
-from determined.master.rm.local import PRESTART_ENV
+from determined.master.rm.local import PRESTART_ENV, TERM_GRACE_S
 
 logger = logging.getLogger("determined.master")
 
@@ -181,6 +182,7 @@ class RayRun:
     preempt_deadline: Optional[float] = None
     killed: bool = False
     stop_deadline: Optional[float] = None
+    term_deadline: Optional[float] = None  # a killed script's run: SIGKILL after SIGTERM when this passes
     chief_done_at: Optional[float] = None
     exit_code: Optional[int] = None
     reused: bool = False  # its placement group and actors are a finished run's
@@ -717,19 +719,25 @@ class RayResourceManager:
                 self._stop(run)
         if failed and run.state == "running":
             self._stop(run)
+        if run.state == "stopping" and run.term_deadline is not None and now > run.term_deadline:
+            logger.warning("trial %s did not exit %.0f s after SIGTERM; SIGKILL", run.trial_id, TERM_GRACE_S)
+            self._stop(run)
         if run.state == "stopping" and run.stop_deadline is not None and now > run.stop_deadline:
             for rank in range(run.slots_needed):
                 self._lost(run, rank, "it did not report its exit after being killed")
             failed = [code for code in run.exit_codes.values() if code != 0]
             self._finish(run, failed[0] if failed else 0)
 
-    def _stop(self, run: RayRun) -> None:
-        """SIGKILL the process groups of the ranks that still run; their exits come through the drains."""
+    def _stop(self, run: RayRun, signum: int = signal.SIGKILL) -> None:
+        """Signal the process groups of the ranks that still run (SIGKILL; SIGTERM gets SIGKILL TERM_GRACE_S
+        later); their exits come through the drains."""
         run.state = "stopping"
-        run.stop_deadline = time.monotonic() + STOP_GRACE_S
+        grace = TERM_GRACE_S if signum == signal.SIGTERM else 0.0
+        run.term_deadline = time.monotonic() + grace if grace else None
+        run.stop_deadline = time.monotonic() + grace + STOP_GRACE_S
         for rank, actor in enumerate(run.actors):
             if rank not in run.exit_codes:
-                run.kill_refs[rank] = actor.kill_group.remote()
+                run.kill_refs[rank] = actor.kill_group.remote(int(signum))
 
     def _release(self, pg: Any, actors: Sequence[Any]) -> None:
         """Kill the actors and remove the placement group."""
@@ -799,20 +807,26 @@ class RayResourceManager:
                 self.kill(allocation_id)
 
     def kill(self, allocation_id: str) -> None:
-        """SIGKILL the run's process groups (through its actors); then its actors and placement group go."""
+        """SIGKILL the run's process groups (a script's: SIGTERM first, SIGKILL TERM_GRACE_S later), through its
+        actors; then its actors and placement group go."""
         run = self._runs.get(allocation_id)
-        if run is None or run.killed or run.exit_code is not None:
+        if run is not None:
+            self._kill(run, signal.SIGTERM if run.script else signal.SIGKILL)
+
+    def _kill(self, run: RayRun, signum: int) -> None:
+        if run.killed or run.exit_code is not None:
             return
         run.killed = True
         if run.state == "running":
-            self._stop(run)
+            self._stop(run, signum)
         else:
             self._decide(run)
 
     def kill_all(self) -> None:
+        """SIGKILL every run (scripts too: the master is going away)."""
         self._release_idle()
-        for allocation_id in list(self._runs):
-            self.kill(allocation_id)
+        for run in list(self._runs.values()):
+            self._kill(run, signal.SIGKILL)
 
 
 def make_factory(**options: Any) -> Any:
