@@ -3,6 +3,7 @@ the harness gives a trial's container (no master is needed: nothing here reports
 import io
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import time
@@ -60,10 +61,14 @@ def test_wrap_rank_prefixes_each_line_and_keeps_the_status() -> None:
     assert bad.returncode == 2 and "none of the environment variables NOT_SET is set" in bad.stderr
 
 
-def test_torch_distributed_gives_each_slot_a_worker_with_torchruns_environment() -> None:
-    script = SHOW_ENV % (TORCHRUN_KEYS,) + "; import os, sys, time; sys.exit(int(os.environ['RANK']) * 7)"
+def test_torch_distributed_gives_each_slot_a_worker_with_torchruns_environment(tmp_path: pathlib.Path) -> None:
+    # rank 1 fails with 7 once rank 0 has printed (else rank 0 could be stopped before it prints)
+    script = SHOW_ENV % (TORCHRUN_KEYS,) + (
+        "; import os, pathlib, sys, time; marker = pathlib.Path(os.environ['MARKER'])"
+        "\nif os.environ['RANK'] == '0': marker.touch()"
+        "\nelse:\n    while not marker.exists(): time.sleep(0.01)\n    sys.exit(7)")
     started = time.monotonic()
-    proc = launch("torch_distributed", ["python3", "-c", script], container_env([0, 1]))
+    proc = launch("torch_distributed", ["python3", "-c", script], container_env([0, 1], MARKER=str(tmp_path / "m")))
     lines = sorted(line for line in proc.stdout.splitlines() if "RANK=" in line)
     assert len(lines) == 2, proc.stdout + proc.stderr
     for rank, line in enumerate(lines):
@@ -77,12 +82,15 @@ def test_torch_distributed_gives_each_slot_a_worker_with_torchruns_environment()
     assert time.monotonic() - started < 30
 
 
-def test_a_failing_worker_takes_the_others_down_at_once() -> None:
-    script = ("import os, sys, time\n"
-              "if os.environ['RANK'] == '1':\n    time.sleep(0.5); sys.exit(5)\n"
-              "print('rank 0 waits', flush=True); time.sleep(120)\n")
+def test_a_failing_worker_takes_the_others_down_at_once(tmp_path: pathlib.Path) -> None:
+    script = ("import os, pathlib, sys, time\nmarker = pathlib.Path(os.environ['MARKER'])\n"
+              "if os.environ['RANK'] == '1':\n"
+              "    while not marker.exists(): time.sleep(0.01)\n"
+              "    sys.exit(5)\n"
+              "print('rank 0 waits', flush=True); marker.touch(); time.sleep(120)\n")
     started = time.monotonic()
-    proc = launch("torch_distributed", ["--", "python3", "-c", script], container_env([0, 1]))
+    proc = launch("torch_distributed", ["--", "python3", "-c", script],
+                  container_env([0, 1], MARKER=str(tmp_path / "m")))
     assert proc.returncode == 5 and "[rank=0] rank 0 waits" in proc.stdout
     assert time.monotonic() - started < 20, "the surviving rank kept the launcher alive"
 
