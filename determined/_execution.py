@@ -148,6 +148,9 @@ def load_trial_class(entrypoint: str, model_dir: str) -> Type[Trial]:
         raise errors.InvalidTrialError(f"model directory {model_dir!r} does not exist")
     put_model_dir_first(root)
     _forget_foreign_module(module_name, root)
+    from determined.tensorflow import _tf1_compat
+
+    _tf1_compat.install_when_imported()  # TensorFlow 1.x idioms of the trial's code, if it imports TensorFlow
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

@@ -8,7 +8,7 @@ experiment config (`scheduling_unit`, `min_validation_period`, `min_checkpoint_p
 """
 import abc
 import logging
-from typing import Any, Dict, Iterable, Optional, Type
+from typing import Any, Dict, Iterable, Iterator, Optional, Type
 
 from determined import core, errors
 from determined._trial import TrialController
@@ -237,3 +237,43 @@ class BatchLoop(TrialLoop):
         if self._stop_requested_anywhere():
             return self._stop()
         return True
+
+
+class HookLoop(TrialLoop):
+    """A TrialLoop for a framework whose own training loop runs the batches (tf.estimator, Tensorpack): a hook in
+    that loop calls `_before_first_batch()` once and `_batch_trained()` after every batch; both return False when
+    the training must stop (no searcher operation left, preempted, or a stop requested)."""
+
+    def __init__(self, trial_class: Type[Any], context: TrialContext) -> None:
+        super().__init__(trial_class, context)
+        self._ops: Optional[Iterator[core.SearcherOperation]] = None
+        self._op: Optional[core.SearcherOperation] = None
+
+    def _start_operations(self) -> bool:
+        """Take the first searcher operation; False when there is none (nothing to train)."""
+        self._ops = iter(self.core.searcher.operations())
+        self._op = next(self._ops, None)
+        return self._op is not None
+
+    def _end_operations(self) -> None:
+        self._ops = None
+
+    def _before_first_batch(self) -> bool:
+        """Finish the operations that need no training; False when none is left."""
+        self._maybe_validate_initially()
+        return self._advance()
+
+    def _batch_trained(self) -> bool:
+        """Count the batch just trained and do what is due after it; False when training must stop."""
+        op = self._op
+        assert op is not None
+        self.steps_completed += 1
+        return self._after_batch(op) and self._advance()
+
+    def _advance(self) -> bool:
+        """Complete the current operation while it is reached and move to the next; False when none is left."""
+        while self._op is not None and self.steps_completed >= self._op.length:
+            self._complete(self._op)
+            assert self._ops is not None
+            self._op = next(self._ops, None)
+        return self._op is not None

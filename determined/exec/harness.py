@@ -87,6 +87,9 @@ def _run_native_command(command: List[str]) -> None:
             f"the Native API command's script {script!r} is not in the model directory"
         )
     sys.argv = list(command)
+    from determined.tensorflow import _tf1_compat
+
+    _tf1_compat.install_when_imported()  # TensorFlow 1.x idioms of the script, if it imports TensorFlow
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:

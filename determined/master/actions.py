@@ -14,7 +14,7 @@ from determined.config import (
     no_effect_notes,
 )
 from determined.config.storage import UNREACHABLE_TYPES, complete_storage
-from determined.master import states
+from determined.master import names, states
 from determined.master.db import Experiment, Trial
 from determined.master.experiment import (
     _check_done,
@@ -54,8 +54,12 @@ def canonical_config(raw: Any, data_dir: str) -> Dict[str, Any]:
         reproducibility["experiment_seed"] = int(time.time()) % (2**31)
     try:
         searcher.make_search_method(config["searcher"])
+        searcher.check_trial_count(config)
     except ValueError as e:
         raise RequestProblem(400, "invalid experiment config", [str(e)]) from None
+    problems = names.experiment_config_problems(config)
+    if problems:
+        raise RequestProblem(400, "invalid experiment config", problems)
     return config
 
 

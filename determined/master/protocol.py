@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 import determined
-from determined.master import states
+from determined.master import names, registry, states
 from determined.master.db import Checkpoint, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics, utcnow
 from determined.master.experiment import (
     _better,
@@ -21,6 +21,7 @@ from determined.master.experiment import (
     start_steps,
 )
 from determined.master.problems import RequestProblem, not_found
+from determined.master.storage_roots import is_checkpoint_uuid
 
 EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP", "USER_REQUESTED_STOP")
 
@@ -101,6 +102,7 @@ def report_training(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[s
     batch_metrics = body.get("batch_metrics") or []
     if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
         raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
+    _check_metric_names(metrics, batch_metrics)
     s.add(TrainingMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics),
                           batch_metrics=_json_safe(batch_metrics), end_time=utcnow()))
     trial.total_batches = max(trial.total_batches, steps)
@@ -126,6 +128,7 @@ def training_report(trial_id: int, token: str, body: Mapping[str, Any]) -> Train
     batch_metrics = body.get("batch_metrics") or []
     if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
         raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
+    _check_metric_names(metrics, batch_metrics)
     return TrainingReport(trial_id, token, steps, _dumps(metrics), _dumps(batch_metrics), utcnow())
 
 
@@ -181,6 +184,7 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     metrics = body.get("metrics")
     if not isinstance(metrics, Mapping):
         raise RequestProblem(400, "validation metrics: expected an object of metrics")
+    _check_metric_names(metrics)
     exp = get_experiment(s, trial.experiment_id)
     name = exp.config["searcher"]["metric"]
     smaller = bool(exp.config["searcher"].get("smaller_is_better", True))
@@ -208,13 +212,16 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
 
 def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
     uuid = body.get("uuid")
-    if not isinstance(uuid, str) or not uuid:
-        raise RequestProblem(400, "checkpoint: a non-empty string uuid is required")
+    if not is_checkpoint_uuid(uuid):
+        raise RequestProblem(400, f"checkpoint: uuid must be a UUID in canonical form, as str(uuid.uuid4()) writes it "
+                                  f"(e.g. 3f6c2a1e-8d4b-4c3a-9f1e-2b7d5e8a9c10), got {_shown(uuid)}",
+                             ["uuid: checkpoints are named by a new random UUID; determined.core names them itself"])
     steps = _int(body, "steps_completed")
     resources = body.get("resources") or {}
     metadata = body.get("metadata") or {}
     if not isinstance(resources, Mapping) or not isinstance(metadata, Mapping):
         raise RequestProblem(400, "checkpoint: resources and metadata must be objects")
+    registry.check_metadata_size(metadata)
     existing = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
     if existing is not None:
         if existing.trial_id != trial.id:
@@ -247,6 +254,14 @@ def preemption_signal(s: Session, allocation_id: str) -> Dict[str, Any]:
     return {"preempt": bool(trial.preempt_requested)}
 
 
+def _check_metric_names(metrics: Mapping[str, Any], batch_metrics: Sequence[Any] = ()) -> None:
+    keys = set(metrics)
+    for batch in batch_metrics:
+        if isinstance(batch, Mapping):
+            keys.update(batch)
+    names.check_metric_names(keys, "metrics")
+
+
 def _int(body: Mapping[str, Any], key: str) -> int:
     value = body.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -259,6 +274,12 @@ def _number(body: Mapping[str, Any], key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RequestProblem(400, f"{key}: expected a number, got {value!r}")
     return float(value)
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """`value` for an error message, cut to `limit` characters (a client's input is never echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _dumps(value: Any) -> str:

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from determined.config import InvalidExperimentConfig, canonical_hparams, dotted, hparam_leaves
 from determined.master.log_policies import latest_label
+from determined.config import redaction
 from determined.master.db import Checkpoint, Experiment, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.db.models import Model, ModelVersion
 
@@ -29,7 +30,7 @@ def searched_hparams(config: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def experiment(s: Session, exp: Experiment) -> Dict[str, Any]:
-    config = exp.config
+    config = redaction.experiment_config(exp.config)  # secrets are for the trial's own context only
     num_trials = s.scalar(select(func.count()).select_from(Trial).where(Trial.experiment_id == exp.id)) or 0
     return {
         "id": exp.id,
@@ -100,7 +101,7 @@ def checkpoint(s: Session, c: Checkpoint) -> Dict[str, Any]:
         "determined_version": c.determined_version,
         "start_time": timestamp(c.start_time),
         "end_time": timestamp(c.end_time),
-        "storage": exp.config.get("checkpoint_storage") if exp is not None else None,
+        "storage": redaction.storage(exp.config.get("checkpoint_storage")) if exp is not None else None,
         "model_versions": model_versions_of(s, c.uuid),
     }
 
@@ -125,6 +126,7 @@ def model(s: Session, m: Model) -> Dict[str, Any]:
         "creation_time": timestamp(m.creation_time),
         "last_updated_time": timestamp(m.last_updated_time),
         "num_versions": int(num_versions),
+        "owner": m.owner,
     }
 
 

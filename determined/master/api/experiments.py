@@ -2,11 +2,12 @@
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi.responses import Response
 from sqlalchemy import select
 
 from determined.config.storage import with_gc_policy
 from determined.master import actions, auth, gc, registry, serialize, states
-from determined.master.api._deps import master_of, problems_as_http
+from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
 from determined.master.db import Checkpoint, Experiment
 from determined.master.experiment import get_experiment, trials_of
 from determined.master.model_def import decode_model_def
@@ -22,6 +23,9 @@ def create_experiment(request: Request, body: Dict[str, Any] = Body(...)) -> Dic
         if "config" not in body:
             raise RequestProblem(400, "the request needs a config", ["config: required (the experiment config as an object)"])
         config = actions.canonical_config(body["config"], str(master.data_dir))
+        storage = master.storage_problems(config.get("checkpoint_storage"))
+        if storage:
+            raise RequestProblem(400, "checkpoint storage outside this master's storage roots", storage)
         model_def = decode_model_def(body.get("model_definition"), config.get("entrypoint"))
         check = getattr(master.rm, "check_experiment", None)  # a resource manager's own checks (Ray: rm/ray.py)
         total = master.total_slots()
@@ -48,17 +52,20 @@ def slots_per_trial_from(config: Dict[str, Any]) -> int:
 
 
 @router.get("/experiments")
-def list_experiments(request: Request) -> Dict[str, Any]:
+def list_experiments(request: Request) -> Response:
+    """`{"experiments": [<experiment>...]}`; an experiment that cannot be shown is left out and named in `omitted`."""
     with master_of(request).read() as s:
         exps = s.scalars(select(Experiment).order_by(Experiment.id))
-        return {"experiments": [serialize.experiment(s, e) for e in exps]}
+        return json_list("experiments", exps, lambda e: serialize.experiment(s, e), lambda e: e.id)
 
 
 @router.get("/experiments/{experiment_id}")
-def describe_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
+def describe_experiment(request: Request, experiment_id: int) -> Response:
     with problems_as_http(), master_of(request).read() as s:
         exp = get_experiment(s, experiment_id)
-        return {"experiment": serialize.experiment(s, exp), "trials": [serialize.trial(t) for t in trials_of(s, exp.id)]}
+        return json_response(lambda: {"experiment": serialize.experiment(s, exp),
+                                      "trials": [serialize.trial(t) for t in trials_of(s, exp.id)]},
+                             f"experiment {exp.id}")
 
 
 def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]:
@@ -107,14 +114,15 @@ def unarchive(request: Request, experiment_id: int) -> Dict[str, Any]:
 
 @router.get("/experiments/{experiment_id}/checkpoints")
 def experiment_checkpoints(request: Request, experiment_id: int,
-                           state_filter: Optional[List[str]] = Query(default=None, alias="states")) -> Dict[str, Any]:
+                           state_filter: Optional[List[str]] = Query(default=None, alias="states")) -> Response:
     with problems_as_http(), master_of(request).read() as s:
         get_experiment(s, experiment_id)
         wanted = registry.check_checkpoint_states(state_filter)
         query = select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
         if wanted:
             query = query.where(Checkpoint.state.in_(wanted))
-        return {"checkpoints": [serialize.checkpoint(s, c) for c in s.scalars(query.order_by(Checkpoint.id))]}
+        return json_list("checkpoints", s.scalars(query.order_by(Checkpoint.id)), lambda c: serialize.checkpoint(s, c),
+                         lambda c: c.uuid)
 
 
 @router.get("/experiments/{experiment_id}/preview_gc")

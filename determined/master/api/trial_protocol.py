@@ -8,6 +8,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from determined.config import redaction
 from determined.master import auth, protocol
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
@@ -47,7 +48,16 @@ def _replacing(table: Any, handler: Callable[[Session, Trial, Dict[str, Any]], D
 
 @router.get("/trials/{trial_id}/context")
 def trial_context(request: Request, trial_id: int) -> Dict[str, Any]:
-    return {**_read(request, trial_id, protocol.trial_context), "cluster_id": master_of(request).cluster_id}
+    """The trial's context; its config's secrets only for the trial's own process (config/redaction.py)."""
+    def answer(s: Session, trial: Trial) -> Dict[str, Any]:
+        context = protocol.trial_context(s, trial)
+        principal = auth.principal_of(request)
+        if not (principal.is_trial and principal.trial_id == trial.id):
+            context["config"] = redaction.experiment_config(context["config"])
+        context["cluster_id"] = master_of(request).cluster_id
+        return context
+
+    return _read(request, trial_id, answer)
 
 
 @router.get("/trials/{trial_id}/searcher/operation")
@@ -69,7 +79,7 @@ _OBJECT_BODY = {"requestBody": {"required": True, "content": {"application/json"
 async def _json_object(request: Request) -> Dict[str, Any]:
     try:
         body = json.loads(await request.body())
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     if not isinstance(body, dict):
         raise http_error(RequestProblem(400, "the request body must be a JSON object"))

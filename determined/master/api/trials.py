@@ -2,10 +2,11 @@
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
 from sqlalchemy import select
 
 from determined.master import actions, auth, registry, serialize
-from determined.master.api._deps import master_of, problems_as_http
+from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
 from determined.master.db import Checkpoint, TrainingMetrics, TrialLog, ValidationMetrics
 from determined.master.experiment import get_trial
 
@@ -13,7 +14,7 @@ router = APIRouter()
 
 
 @router.get("/trials/{trial_id}")
-def describe_trial(request: Request, trial_id: int) -> Dict[str, Any]:
+def describe_trial(request: Request, trial_id: int) -> Response:
     with problems_as_http(), master_of(request).read() as s:
         trial = get_trial(s, trial_id)
         training = s.scalars(select(TrainingMetrics).where(TrainingMetrics.trial_id == trial_id)
@@ -21,12 +22,12 @@ def describe_trial(request: Request, trial_id: int) -> Dict[str, Any]:
         validation = s.scalars(select(ValidationMetrics).where(ValidationMetrics.trial_id == trial_id)
                                .order_by(ValidationMetrics.steps_completed, ValidationMetrics.id))
         checkpoints = s.scalars(select(Checkpoint).where(Checkpoint.trial_id == trial_id).order_by(Checkpoint.id))
-        return {
+        return json_response(lambda: {
             "trial": serialize.trial(trial),
             "training_metrics": serialize.training_metrics(list(training)),
             "validation_metrics": serialize.validation_metrics(list(validation)),
             "checkpoints": [serialize.checkpoint(s, c) for c in checkpoints],
-        }
+        }, f"trial {trial_id}")
 
 
 @router.get("/trials/{trial_id}/logs")
@@ -54,7 +55,7 @@ def kill_trial(request: Request, trial_id: int) -> Dict[str, Any]:
 
 @router.get("/trials/{trial_id}/checkpoints")
 def trial_checkpoints(request: Request, trial_id: int,
-                      states: Optional[List[str]] = Query(default=None)) -> Dict[str, Any]:
+                      states: Optional[List[str]] = Query(default=None)) -> Response:
     """The trial's checkpoints ordered by steps_completed, then id; `states` filters (repeatable)."""
     with problems_as_http(), master_of(request).read() as s:
         get_trial(s, trial_id)
@@ -63,4 +64,4 @@ def trial_checkpoints(request: Request, trial_id: int,
         if wanted:
             query = query.where(Checkpoint.state.in_(wanted))
         rows = s.scalars(query.order_by(Checkpoint.steps_completed, Checkpoint.id))
-        return {"checkpoints": [serialize.checkpoint(s, c) for c in rows]}
+        return json_list("checkpoints", rows, lambda c: serialize.checkpoint(s, c), lambda c: c.uuid)

@@ -150,6 +150,9 @@ class Model(Base):
     metadata_: Mapped[Any] = mapped_column("metadata", JSON)
     creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     last_updated_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    # who may change it besides admins (migration 0005 gave older models to the admin)
+    owner: Mapped[str] = mapped_column(String(128), default="")
+    owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
 
 
 class ModelVersion(Base):

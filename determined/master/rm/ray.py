@@ -177,6 +177,7 @@ class RayRun:
     start_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
     drain_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
     kill_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
+    user_env: Dict[str, str] = dataclasses.field(default_factory=dict)  # environment.environment_variables
     exit_codes: Dict[int, int] = dataclasses.field(default_factory=dict)
     pid: Optional[int] = None  # rank 0's process on its node
     preempt_deadline: Optional[float] = None
@@ -410,12 +411,14 @@ class RayResourceManager:
         return {"CPU": self.cpus_per_slot}
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str, script: bool = False) -> RayRun:
+               master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False) -> RayRun:
         """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed.
 
-        A `script` run starts one harness per node (on the node's first actor), which holds that node's slots."""
+        `env`: the experiment's own environment variables (the platform's DET_* variables win over them). A
+        `script` run starts one harness per node (on the node's first actor), which holds that node's slots."""
         run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None,
                      script=script)
+        run.user_env = dict(env or {})
         pool = next((p for p in self._idle if len(p.actors) == slots_needed
                      and not any(node in self._dead for node in p.rank_nodes)), None)
         if pool is not None:
@@ -523,7 +526,6 @@ class RayResourceManager:
             chief = run.wheres.get(0) or {}
             env["C10D_PORT"] = str((chief.get("ports") or [29400])[0])  # torch's rendezvous on the chief's node
             env["DET_CHIEF_PORT"] = str((chief.get("ports") or [0, 12360])[1])
-            env["OMP_NUM_THREADS"] = str(max(1, int(self.cpus_per_slot * len(ranks))))
             if self.slots.kind == "gpu":
                 gpus = [g for rank in ranks for g in (run.wheres.get(rank) or {}).get("gpu_ids", [])]
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -546,12 +548,13 @@ class RayResourceManager:
         for rank, actor in enumerate(run.actors):
             node = run.rank_nodes[rank]
             env = {
+                "OMP_NUM_THREADS": str(max(1, int(self.cpus_per_slot))),
+                **run.user_env,  # the experiment's variables; the platform's own below win
                 "DET_MASTER": run.master_url,
                 "DET_TRIAL_ID": str(run.trial_id),
                 "DET_EXPERIMENT_ID": str(run.experiment_id),
                 "DET_ALLOCATION_ID": run.allocation_id,
                 "DET_SESSION_TOKEN": run.token,
-                "OMP_NUM_THREADS": str(max(1, int(self.cpus_per_slot))),
                 "DET_RAY_NODE_ID": node,
                 "DET_RAY_NODE_IP": run.node_ips[rank],
                 **self._container_env(run, container_of[rank], containers),
@@ -588,6 +591,8 @@ class RayResourceManager:
             for rank in ranks[1:]:  # they hold their slot for the leader's process: nothing to run
                 run.exit_codes[rank] = 0
             env = {
+                "OMP_NUM_THREADS": str(max(1, int(self.cpus_per_slot * len(ranks)))),
+                **run.user_env,  # the experiment's variables; the platform's own below win
                 "DET_MASTER": run.master_url,
                 "DET_TRIAL_ID": str(run.trial_id),
                 "DET_EXPERIMENT_ID": str(run.experiment_id),

@@ -7,7 +7,12 @@ class ApiError extends Error {
 
 const det = (() => {
   const TOKEN_KEY = "det_token";
-  const config = window.DET_UI || { authEnabled: false };
+  // The page's settings come in a JSON data block (the Content-Security-Policy runs no inline script).
+  const config = (() => {
+    const block = document.getElementById("det-ui-config");
+    try { return block ? JSON.parse(block.textContent) : { authEnabled: false }; } catch (e) { return { authEnabled: false }; }
+  })();
+  window.DET_UI = config;
   let currentUser = null;
 
   const token = () => localStorage.getItem(TOKEN_KEY);
@@ -62,7 +67,13 @@ const det = (() => {
     return answer;
   }
 
-  function logout() {
+  // Revoke the token on the master (so a copy of it is worthless), forget it here, show the login page.
+  async function logout() {
+    try {
+      if (token()) await request("/auth/logout", { method: "POST", body: {} });
+    } catch (e) {
+      // an expired or revoked token: nothing left to revoke
+    }
     localStorage.removeItem(TOKEN_KEY);
     location.href = "/login";
   }
@@ -236,8 +247,19 @@ const det = (() => {
   }
   document.addEventListener("DOMContentLoaded", markNav);
 
+  // Where the login page may send the user next: a path of this master, never another site. The browser's URL
+  // parser decides (it reads `\` as `/`, drops tabs and newlines), so `//evil`, `/\evil`, `/\t/evil`, `https:evil`
+  // and their encoded forms all give "/"; so does a path that would start with `//` once normalised.
+  function sameOriginPath(next) {
+    if (typeof next !== "string" || !next.startsWith("/")) return "/";
+    let url;
+    try { url = new URL(next, location.origin); } catch (e) { return "/"; }
+    if (url.origin !== location.origin || url.pathname.startsWith("//")) return "/";
+    return url.pathname + url.search + url.hash;
+  }
+
   return {
-    config, api, login, logout, ready, mayControl, poll, showStatus, el, fill, fmtNum, fmtTime, fmtDuration, fmtValue,
+    config, api, login, logout, ready, sameOriginPath, mayControl, poll, showStatus, el, fill, fmtNum, fmtTime, fmtDuration, fmtValue,
     stateBadge, progressBar, bytes, sortableTable, keyValueTable, plot, ApiError,
   };
 })();
