@@ -1,20 +1,10 @@
 """The local resource manager's runs of scripts: one process holding all the run's slots; a kill is SIGTERM first."""
 import pathlib
 import sys
-import time
-from typing import Any, Callable, List, Tuple
+from typing import Any, List, Tuple
 
 from determined.master.rm import LocalResourceManager, Slots, local
-
-
-def wait_for(what: Callable[[], Any], timeout: float, message: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+from tests.launch._helpers import wait_for
 
 
 def test_a_script_run_is_one_process_with_every_slot(tmp_path: pathlib.Path) -> None:

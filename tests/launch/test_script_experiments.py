@@ -6,14 +6,14 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
 from determined import master
 from determined.common.api import Session
 from determined.master.rm import Slots
+from tests.launch._helpers import wait_for
 from tests.master._helpers import model_def
 
 SCRIPTS = pathlib.Path(__file__).with_name("scripts")
@@ -23,16 +23,6 @@ TERMINAL = ("COMPLETED", "CANCELED", "ERROR")
 
 def files(*names: str) -> Dict[str, str]:
     return {name: (SCRIPTS / name).read_text() for name in names}
-
-
-def wait_for(what: Callable[[], Any], timeout: float, message: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {message}")
 
 
 def logs(session: Session, trial_id: int) -> List[str]:
