@@ -51,7 +51,9 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tuple[Session
     check = files("check.py")
     experiments = {
         "listed": submit(session, {"entrypoint": ["python3", "check.py", "an argument", "--flag"],
-                                   "hyperparameters": {"status": 0, "nested": {"a": 1}}}, check),
+                                   "hyperparameters": {"status": 0, "nested": {"a": 1}},
+                                   "environment": {"environment_variables": ["FROM_CONFIG=config"]}},
+                         {**check, "startup-hook.sh": "export FROM_HOOK=\"hook saw $FROM_CONFIG\"\n"}),
         "failing": submit(session, {"entrypoint": "echo shell sees trial $DET_TRIAL_ID && python3 check.py",
                                     "hyperparameters": {"status": 3}, "max_restarts": 1}, check),
         "sigterm": submit(session, {"entrypoint": "python3 check.py", "hyperparameters": {"wait_for_sigterm": True}},
@@ -79,9 +81,11 @@ def test_commands_run_in_the_model_dir_with_the_trials_interpreter_and_environme
     assert done["experiment"]["state"] == "COMPLETED" and done["trials"][0]["state"] == "COMPLETED"
     trial_id = done["trials"][0]["id"]
     text = "\n".join(logs(session, trial_id))
-    assert f"check: interpreter {sys.executable} args ['an argument', '--flag'] files ['check.py']" in text
+    assert (f"check: interpreter {sys.executable} args ['an argument', '--flag'] files ['check.py', "
+            "'startup-hook.sh']") in text
     assert (f"check: DET_TRIAL_ID={trial_id} DET_EXPERIMENT_ID={experiments['listed']} DET_SLOT_IDS=[" in text
-            and ' DET_TASK_TYPE=TRIAL DET_HPARAMS={"status": 0, "nested": {"a": 1}} DET_STEPS_COMPLETED=0' in text)
+            and ' DET_TASK_TYPE=TRIAL DET_HPARAMS={"status": 0, "nested": {"a": 1}} DET_STEPS_COMPLETED=0 '
+            'FROM_CONFIG=config FROM_HOOK=hook saw config' in text)  # the startup hook ran first
     assert failed["experiment"]["state"] == "ERROR"
     [trial] = failed["trials"]
     assert trial["state"] == "ERROR" and trial["restarts"] == 1
