@@ -8,7 +8,8 @@ from its latest checkpoint:
 
 * `torch_distributed`: one worker per slot, with the environment torchrun gives (RANK, LOCAL_RANK, ...);
 * `tensorflow`: one worker per machine, with TF_CONFIG when there are several;
-* `deepspeed`, `horovod`: not available here (a clear error, and what to use instead);
+* `deepspeed`: one worker per slot, with the environment DeepSpeed's launcher gives (needs `pip install deepspeed`);
+* `horovod`: not available here (a clear error, and what to use instead);
 * `wrap_rank`: prefix a command's output lines with its rank.
 
 The workers are started by the multi-slot machinery of `determined.exec.launch`.
