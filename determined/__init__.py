@@ -30,7 +30,7 @@ _LAZY = {
 }
 _SUBMODULES = {
     "core", "config", "pytorch", "keras", "estimator", "tensorflow", "experimental", "storage", "searcher", "errors",
-    "common", "tensorboard", "tensorpack", "launch",
+    "common", "tensorboard", "tensorpack", "util", "launch",
 }
 
 
