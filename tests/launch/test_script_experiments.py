@@ -13,7 +13,7 @@ import pytest
 from determined import master
 from determined.common.api import Session
 from determined.master.rm import Slots
-from tests.launch._helpers import wait_for
+from tests.e2e._helpers import wait_for
 from tests.master._helpers import model_def
 
 SCRIPTS = pathlib.Path(__file__).with_name("scripts")
@@ -31,7 +31,7 @@ def logs(session: Session, trial_id: int) -> List[str]:
 
 def ended(session: Session, exp_id: int, timeout: float = 90) -> Dict[str, Any]:
     wait_for(lambda: session.get(f"/experiments/{exp_id}")["experiment"]["state"] in TERMINAL, timeout,
-             f"experiment {exp_id} to end")
+             0.1, what=f"experiment {exp_id} to end")
     return dict(session.get(f"/experiments/{exp_id}"))
 
 
@@ -100,8 +100,9 @@ def test_commands_run_in_the_model_dir_with_the_trials_interpreter_and_environme
 def test_a_killed_script_gets_sigterm(platform: Tuple[Session, Dict[str, int]]) -> None:
     session, experiments = platform
     exp_id = experiments["sigterm"]
-    trial_id = wait_for(lambda: (session.get(f"/experiments/{exp_id}")["trials"] or [None])[0], 30, "a trial")["id"]
-    wait_for(lambda: "check: waiting for SIGTERM" in logs(session, trial_id), 60, "the script to wait")
+    trial_id = wait_for(lambda: (session.get(f"/experiments/{exp_id}")["trials"] or [None])[0], 30, 0.1,
+                        what="a trial")["id"]
+    wait_for(lambda: "check: waiting for SIGTERM" in logs(session, trial_id), 60, 0.1, what="the script to wait")
     session.post(f"/experiments/{exp_id}/kill")
     assert ended(session, exp_id, 30)["experiment"]["state"] == "CANCELED"
     assert "check: got SIGTERM" in logs(session, trial_id)
@@ -150,14 +151,15 @@ def test_ctrl_c_pauses_a_foreground_script_and_activate_resumes_it_from_its_chec
     first = subprocess.Popen([DET, "experiment", "create", str(config), str(model)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        url = wait_for(lambda: master.running_master_url(tmp_path / "data", wait=0), 60, "the foreground master")
+        url = wait_for(lambda: master.running_master_url(tmp_path / "data", wait=0), 60, 0.1,
+                       what="the foreground master")
         session = Session(url)
 
         def checkpointed() -> bool:
             if not session.get("/experiments")["experiments"]:
                 return False
             return bool((session.get("/experiments/1")["trials"] or [{}])[0].get("latest_checkpoint_uuid"))
-        wait_for(checkpointed, 60, "a first checkpoint")
+        wait_for(checkpointed, 60, 0.1, what="a first checkpoint")
         first.send_signal(signal.SIGINT)  # Ctrl-C
         out, _ = first.communicate(timeout=60)
     finally:
