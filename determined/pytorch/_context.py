@@ -456,6 +456,19 @@ class PyTorchTrialContext(TrialContext):
     def get_enable_tensorboard_logging(self) -> bool:
         return bool(self._core.train._tensorboard.enabled)
 
+    # Determined 0.12.x named the calls above with a leading underscore while they were experimental (its
+    # "flexible primitives" examples use them); they are the same calls. 0.12's _LRScheduler returned the wrapper.
+    _Model = wrap_model
+    _Optimizer = wrap_optimizer
+    _to_device = to_device
+    _backward = backward
+    _step_optimizer = step_optimizer
+    _configure_apex_amp = configure_apex_amp
+
+    def _LRScheduler(self, lr_scheduler: Any, step_mode: LRSchedulerStepMode) -> LRScheduler:
+        """0.12.x's experimental ``wrap_lr_scheduler``: returns Determined's LRScheduler wrapper."""
+        return self.wrap_lr_scheduler(LRScheduler(lr_scheduler, step_mode), step_mode)
+
 
 def _unscale_once(scaler: Any, optimizer: torch.optim.Optimizer) -> None:
     """Unscale the optimizer's gradients before they are clipped, unless the trial already did."""

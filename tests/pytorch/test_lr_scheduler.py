@@ -150,3 +150,40 @@ def test_wrap_lr_scheduler_returns_the_users_scheduler_and_the_deprecated_getter
     run_trial(DeprecatedGettersTrial, tmp_path, [3], make_config())
     assert SEEN[0] == {"same": True}
     assert SEEN[1:] == [{"getters": True, "scheduler": True}] * 3
+
+
+class FlexiblePrimitives012Trial(det_torch.PyTorchTrial):
+    """Determined 0.12's experimental names of the 0.13 calls (_Model, _Optimizer, _LRScheduler, _to_device,
+    _backward, _step_optimizer), as its flexible_primitives example writes them."""
+
+    def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
+        self.context = context
+        self.model = context._Model(nn.Linear(4, 2))
+        self.optimizer = context._Optimizer(torch.optim.SGD(self.model.parameters(), lr=0.5))
+        self.scheduler = context._LRScheduler(torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=1, gamma=0.5),
+                                              StepMode.STEP_EVERY_BATCH)
+
+    def build_training_data_loader(self) -> det_torch.DataLoader:
+        return det_torch.DataLoader(_trials.random_dataset(20), batch_size=4)
+
+    def build_validation_data_loader(self) -> det_torch.DataLoader:
+        return det_torch.DataLoader(_trials.random_dataset(4), batch_size=4)
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        x, y = batch
+        x = self.context._to_device(x.cpu())
+        SEEN.append({"lr": self.scheduler.get_last_lr()[0], "wrapper": isinstance(self.scheduler, det_torch.LRScheduler)})
+        loss = nn.functional.cross_entropy(self.model(x), y)
+        self.context._backward(loss)
+        self.context._step_optimizer(self.optimizer)
+        return {"loss": loss}
+
+    def evaluate_batch(self, batch: Any) -> Dict[str, Any]:
+        x, y = batch
+        return {"val_loss": nn.functional.cross_entropy(self.model(x), y)}
+
+
+def test_the_012_experimental_names_are_the_same_calls(tmp_path: pathlib.Path) -> None:
+    SEEN.clear()
+    run_trial(FlexiblePrimitives012Trial, tmp_path, [3], make_config())
+    assert SEEN == [{"lr": 0.5, "wrapper": True}, {"lr": 0.25, "wrapper": True}, {"lr": 0.125, "wrapper": True}]
