@@ -248,15 +248,19 @@ class DistributedContext:
         self._local: Optional[TCPCollectives] = None
         if size > 1 and collectives is None:
             self._collectives = TCPCollectives(rank, size, chief_ip or "127.0.0.1", pub_port, timeout)
-        if size > 1 and self.cross_size > 1 and local_size > 1:
+        if size > 1 and self.cross_size > 1:  # every rank takes part, even one alone on its machine
             self._local = self._connect_local_group(timeout)
 
-    def _connect_local_group(self, timeout: Optional[float]) -> "TCPCollectives":
+    def _connect_local_group(self, timeout: Optional[float]) -> "Optional[TCPCollectives]":
         """Collectives among this machine's ranks: each machine's local chief listens on a free port of 127.0.0.1
-        and tells the others through an allgather (so constructing the context stays one collective)."""
-        listener = TCPCollectives.listen("127.0.0.1", 0) if self.local_rank == 0 else None
+        and tells the others through an allgather (so constructing the context stays one collective). None for a
+        rank alone on its machine (its local collectives are trivial)."""
+        alone = self.local_size == 1
+        listener = TCPCollectives.listen("127.0.0.1", 0) if self.local_rank == 0 and not alone else None
         port = listener.getsockname()[1] if listener is not None else None
         ports = {cross_rank: p for cross_rank, p in self.allgather((self.cross_rank, port)) if p is not None}
+        if alone:
+            return None
         return TCPCollectives(self.local_rank, self.local_size, "127.0.0.1", ports[self.cross_rank], timeout,
                               listener=listener)
 

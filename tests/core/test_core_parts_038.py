@@ -55,6 +55,25 @@ def test_constructing_with_several_ranks_connects_them_and_local_collectives_sta
     assert [o["bcast_local"] for o in out] == ["local chief 0", "local chief 0", "local chief 2", "local chief 2"]
 
 
+def test_machines_of_different_sizes() -> None:
+    """Ranks 0-1 on one machine, rank 2 alone on another: every rank takes part in connecting the local groups."""
+    port = free_port()
+    layout = [(0, 2, 0), (1, 2, 0), (0, 1, 1)]  # (local_rank, local_size, cross_rank) of ranks 0, 1, 2
+
+    def work(rank: int) -> Any:
+        local_rank, local_size, cross_rank = layout[rank]
+        d = core.DistributedContext(rank=rank, size=3, local_rank=local_rank, local_size=local_size,
+                                    cross_rank=cross_rank, cross_size=2, chief_ip="127.0.0.1", pub_port=port,
+                                    timeout=30)
+        try:
+            return d.allgather(rank), d.allgather_local(rank), d.broadcast_local(f"from {rank}")
+        finally:
+            d.close()
+
+    assert run_ranks(3, work) == [([0, 1, 2], [0, 1], "from 0"), ([0, 1, 2], [0, 1], "from 0"),
+                                  ([0, 1, 2], [2], "from 2")]
+
+
 def test_launcher_constructors(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE"):
         monkeypatch.setenv(name, "1" if "SIZE" in name else "0")
