@@ -1,5 +1,5 @@
-"""The Core API of Determined 0.38 with real trial processes on an embedded master: a script (no Trial class) that
-reports every kind of metric, checkpoints with store_path and restores with restore_path; progress; INVALID_HP
+"""The Core API of Determined 0.38 with real trial processes on an embedded master: a script entrypoint
+(`python3 train.py`; two ranks through `determined.launch.torch_distributed`) that reports every kind of metric, checkpoints with store_path and restores with restore_path; progress; INVALID_HP
 replacements; the time-based ASHA that stops losers through preemption; sharded checkpoints of two ranks; the
 profiler."""
 import json
@@ -21,12 +21,12 @@ SCRIPT = pathlib.Path(__file__).with_name("_core_script.py").read_text()
 
 
 def config(searcher: Dict[str, Any], tmp: pathlib.Path, **hparams: Any) -> Dict[str, Any]:
-    """A script experiment: the harness runs train.py (the Native API's command path) in the trial's process."""
+    """A script experiment as Determined 0.38 has them: the entrypoint is the command that runs train.py."""
     return {
         "searcher": {"metric": "validation_loss", **searcher},
         "hyperparameters": {"lr": {"type": "double", "minval": 0.05, "maxval": 0.5}, **hparams},
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp), "storage_path": "ckpts"},
-        "internal": {"native": {"command": ["train.py"]}},
+        "entrypoint": "python3 train.py",
         "max_restarts": 0,
     }
 
@@ -146,6 +146,7 @@ def test_two_ranks_store_one_sharded_checkpoint(em: Any, tmp_path: pathlib.Path)
     s = em.session()
     cfg = config({"name": "single"}, tmp_path, steps=4, shard=True)
     cfg["resources"] = {"slots_per_trial": 2}
+    cfg["entrypoint"] = "python3 -m determined.launch.torch_distributed python3 train.py"  # one rank per slot
     exp_id = create(s, cfg)
     wait_for(lambda: ended(s, exp_id), 60, "experiment ended")
     desc = experiment(s, exp_id)
