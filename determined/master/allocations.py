@@ -8,8 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined import searcher
-from determined.master import states
-from determined.master.db import Experiment, Trial
+from determined.master import states, trial_notes
+from determined.master.db import Experiment, Trial, utcnow
 from determined.master.experiment import (
     _check_done,
     _end_trial,
@@ -28,11 +28,18 @@ def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
     """Record a new run of the trial; returns its allocation id and session token."""
     exp = get_experiment(s, trial.experiment_id)
     rollback_to_checkpoint(s, exp, trial)
+    if not trial.runs:
+        trial.start_time = utcnow()  # a trial starts when its first run does, not when the search created it
     trial.runs += 1
     trial.allocation_id = uuid.uuid4().hex
     trial.session_token = secrets.token_urlsafe(24)
     trial.preempt_requested = False
     trial.early_exit_reason = None
+    pending = pending_operations(s, trial.id)
+    checkpoint = trial.latest_checkpoint_uuid or trial.warm_start_checkpoint_uuid
+    start = f"from checkpoint {checkpoint} at batch {trial.total_batches}" if checkpoint else "at batch 0"
+    work = f"; it trains to {pending[0].length_batches} batches" if pending else ""
+    trial_notes.note(s, trial.id, f"run {trial.runs} starts {start}{work}")
     return trial.allocation_id, trial.session_token
 
 
@@ -54,6 +61,13 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     trial.preempt_requested = False
     trial.early_exit_reason = None
 
+    if master_stopping:
+        trial_notes.note(s, trial.id, f"run {trial.runs} stopped with the master (exit code {returncode}); it resumes "
+                                      "from its latest checkpoint when a master runs the experiment again")
+    elif preempted and returncode == 0:
+        why = "its experiment is paused" if trial.state == states.PAUSED else (
+            "it gives its slot to a trial with work while it waits for the search method")
+        trial_notes.note(s, trial.id, f"run {trial.runs} checkpointed and stopped: {why}")
     if trial.state in (states.STOPPING_KILLED, states.STOPPING_CANCELED):
         if exp.state == states.STOPPING_CANCELED:
             _end_trial(trial, states.CANCELED)
@@ -78,12 +92,18 @@ def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int) -> None:
     max_restarts = int(exp.config.get("max_restarts", 5))
     if trial.restarts > max_restarts:
         logger.warning("trial %s failed (exit code %s) after %s restarts: ERROR", trial.id, returncode, max_restarts)
+        trial_notes.note(s, trial.id, f"run {trial.runs} failed with exit code {returncode}; no restart left "
+                                      f"(max_restarts {max_restarts}): the trial is ERROR")
         rollback_to_checkpoint(s, exp, trial)
         finish_trial(s, exp, trial, states.ERROR, searcher.ExitedReason.ERRORED.value)
         return
     logger.warning("trial %s failed (exit code %s); restart %s of %s from its latest checkpoint",
                    trial.id, returncode, trial.restarts, max_restarts)
     rollback_to_checkpoint(s, exp, trial)
+    start = (f"checkpoint {trial.latest_checkpoint_uuid} (batch {trial.total_batches})" if trial.latest_checkpoint_uuid
+             else "the start (no checkpoint yet)")
+    trial_notes.note(s, trial.id, f"run {trial.runs} failed with exit code {returncode}; restart {trial.restarts} of "
+                                  f"{max_restarts} from {start}")
 
 
 def recover(s: Session) -> int:

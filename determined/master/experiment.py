@@ -11,10 +11,10 @@ import logging
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from determined import searcher
-from determined.master import states
+from determined.master import states, trial_notes
 from determined.master.db import (
     Checkpoint,
     Experiment,
@@ -25,7 +25,7 @@ from determined.master.db import (
     ValidationMetrics,
     utcnow,
 )
-from determined.master.lengths import to_batches
+from determined.master.lengths import from_batches, to_batches
 from determined.master.problems import RequestProblem, not_found
 
 logger = logging.getLogger("determined.master")
@@ -130,9 +130,26 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
         if exp.searcher_shutdown:
             break
     exp.searcher_snapshot = method.snapshot()
-    exp.progress = 1.0 if exp.searcher_shutdown else method.progress()
+    exp.progress = 1.0 if exp.searcher_shutdown else method.progress(trained_units(exp, method.unit, trials_of(s, exp.id)))
     s.flush()
     _check_done(s, exp)
+
+
+def trained_units(exp: Experiment, unit: str, trials: List[Trial]) -> Dict[str, float]:
+    """Units (of the searcher's `unit`) each trial has trained so far, by request id."""
+    return {t.request_id: from_batches(unit, t.total_batches, t.hparams or {}, exp.config) for t in trials}
+
+
+def refresh_progress(s: Session, exp: Experiment) -> bool:
+    """Recompute the progress of a running experiment from what its trials trained so far; True if it moved."""
+    if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL or exp.searcher_snapshot is None:
+        return False
+    method = load_searcher(exp)
+    progress = method.progress(trained_units(exp, method.unit, trials_of(s, exp.id)))
+    if abs(progress - float(exp.progress or 0.0)) < 1e-6:
+        return False
+    exp.progress = progress
+    return True
 
 
 def _trial_by_request(s: Session, exp: Experiment, request_id: str) -> Trial:
@@ -166,6 +183,7 @@ def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op:
             return []
         length_batches = to_batches(method.unit, op.length, trial.hparams, exp.config)
         s.add(SearcherOperation(trial_id=trial.id, length=op.length, length_batches=length_batches, completed=False))
+        trial.end_time = None  # it has work again (the time its last operation completed no longer says when it ended)
         s.flush()
         return []
     if isinstance(op, searcher.Close):
@@ -230,11 +248,17 @@ def warm_start_checkpoint(s: Session, config: Dict[str, Any]) -> Optional[str]:
 
 
 def _end_trial(trial: Trial, state: str) -> None:
+    """End a trial. A COMPLETED trial ended when its last operation completed (a trial that waited for a
+    promotion that never came stopped training then, not when the search method closed it)."""
+    if state != states.COMPLETED or trial.end_time is None:
+        trial.end_time = utcnow()
     trial.state = state
-    trial.end_time = utcnow()
     trial.allocation_id = None
     trial.session_token = None
     trial.preempt_requested = False
+    session = object_session(trial)
+    if session is not None:
+        trial_notes.ended(session, trial.id)
 
 
 def _check_done(s: Session, exp: Experiment) -> None:

@@ -14,10 +14,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from determined import errors
-from determined.master import allocations, scheduler, states
+from determined.master import allocations, scheduler, states, trial_notes
 from determined.master import gc as checkpoint_gc
 from determined.master.db import Experiment, Trial, engine as db_engine
 from determined.master.logs import LogWriter
+from determined.master.experiment import refresh_progress
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
 from determined.master.rm.base import ResourceManager, ResourceManagerFactory
 
@@ -25,6 +26,7 @@ logger = logging.getLogger("determined.master")
 
 DEFAULT_PREEMPTION_TIMEOUT = 60.0
 GROUP_COMMIT_MAX = 256  # most items one group-commit transaction takes
+PROGRESS_REFRESH_S = 1.0  # how often the progress of experiments with running trials follows their training
 
 Item = TypeVar("Item")
 # Stores a batch of items on a connection inside one transaction; returns, per item, None (stored) or the
@@ -156,6 +158,7 @@ class Master:
                                                slots=slots if slots is not None else detect_slots(),
                                                trial_command=trial_command)
         self._wake = threading.Event()
+        self._progress_refreshed = 0.0
         self._stop_requested = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._started = False
@@ -172,10 +175,30 @@ class Master:
         """
         with self.lock:
             with self._writes() as s:
-                with s.begin():
-                    yield s
+                try:
+                    with s.begin():
+                        yield s
+                except BaseException:
+                    trial_notes.discard(s)
+                    raise
+                notes, ended = trial_notes.take(s)
+        self._log_notes(notes, ended)
         if wake and threading.current_thread() is not self._thread:
             self.wake()
+
+    def _log_notes(self, notes: List[trial_notes.Note], ended: List[int]) -> None:
+        """Write the committed transaction's trial notes, and why each trial that ended did, into trial logs."""
+        if self.log_writer is None or not (notes or ended):
+            return
+        for trial_id, at, text in notes:
+            self.log_writer.add(trial_id, at, trial_notes.STREAM, text)
+        if ended:
+            try:
+                with self.read() as s:
+                    for trial_id, at, text in trial_notes.end_notes(s, ended):
+                        self.log_writer.add(trial_id, at, trial_notes.STREAM, text)
+            except Exception:  # a missing line must not fail the change that was committed
+                logger.exception("could not write why trials %s ended into their logs", ended)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
@@ -271,6 +294,23 @@ class Master:
         if not self._stop_requested.is_set():
             self._schedule()
         checkpoint_gc.run_pending_gc(self)
+        if time.monotonic() - self._progress_refreshed >= PROGRESS_REFRESH_S:
+            self._progress_refreshed = time.monotonic()
+            self._refresh_progress()
+
+    def _refresh_progress(self) -> None:
+        """Move the progress of experiments whose trials run with what they trained since their last report to
+        the search method (a read first: no write lock while nothing moved)."""
+        with self.read() as s:
+            running = s.scalars(select(Trial.experiment_id).where(Trial.allocation_id.is_not(None)).distinct())
+            moved = [exp_id for exp_id in list(running)
+                     if (exp := s.get(Experiment, exp_id)) is not None and refresh_progress(s, exp)]
+        if moved:
+            with self.write(wake=False) as s:
+                for exp_id in moved:
+                    exp = s.get(Experiment, exp_id)
+                    if exp is not None:
+                        refresh_progress(s, exp)
 
     def _reap(self, *, master_stopping: bool = False) -> None:
         assert self.rm is not None

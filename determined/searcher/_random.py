@@ -3,7 +3,7 @@ import abc
 from typing import Any, Dict, Iterator, List, Set
 
 from determined.searcher._context import SearchContext
-from determined.searcher._method import ExitedReason, SearchMethod
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
 
@@ -55,16 +55,19 @@ class FixedTrialsSearch(SearchMethod):
             return [Shutdown()]
         return []
 
-    def progress(self) -> float:
+    def progress(self, trained: Trained = None) -> float:
         if not self.request_ids:
             return 0.0
-        done = 0
+        done = 0.0
         for request_id in self.request_ids:
             if request_id in self.exited or request_id in self.closed:
                 done += self.max_length
             else:
-                done += min(self.validated.get(request_id, 0), self.max_length)
-        return done / float(len(self.request_ids) * self.max_length)
+                reached = max(self.validated.get(request_id, 0), (trained or {}).get(request_id, 0))
+                done += min(reached, self.max_length)
+        progress = done / float(len(self.request_ids) * self.max_length)
+        finished = all(rid in self.exited or rid in self.closed for rid in self.request_ids)
+        return progress if finished else min(PROGRESS_BEFORE_SHUTDOWN, progress)
 
     def snapshot(self) -> Dict[str, Any]:
         return {

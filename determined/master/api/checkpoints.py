@@ -3,7 +3,8 @@ from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Body, Query, Request
 
-from determined.master import registry, serialize
+from determined.master import reads, registry, serialize
+from determined.master.dbread import reader_of
 from determined.master.api._deps import master_of, problems_as_http
 
 router = APIRouter()
@@ -12,7 +13,7 @@ router = APIRouter()
 @router.get("/checkpoints/{uuid}")
 def get_checkpoint(request: Request, uuid: str) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
-        return {"checkpoint": serialize.checkpoint(s, registry.get_checkpoint(s, uuid))}
+        return reads.checkpoint(reader_of(s), uuid)
 
 
 @router.post("/checkpoints/{uuid}/metadata")

@@ -2,13 +2,12 @@
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from sqlalchemy import select
 
 from determined.config.storage import with_gc_policy
-from determined.master import actions, auth, gc, registry, serialize, states
+from determined.master import actions, auth, gc, reads, registry, serialize, states
+from determined.master.dbread import reader_of
 from determined.master.api._deps import master_of, problems_as_http
-from determined.master.db import Checkpoint, Experiment
-from determined.master.experiment import get_experiment, trials_of
+from determined.master.experiment import get_experiment
 from determined.master.model_def import decode_model_def
 from determined.master.problems import RequestProblem
 
@@ -50,15 +49,13 @@ def slots_per_trial_from(config: Dict[str, Any]) -> int:
 @router.get("/experiments")
 def list_experiments(request: Request) -> Dict[str, Any]:
     with master_of(request).read() as s:
-        exps = s.scalars(select(Experiment).order_by(Experiment.id))
-        return {"experiments": [serialize.experiment(s, e) for e in exps]}
+        return reads.experiments(reader_of(s))
 
 
 @router.get("/experiments/{experiment_id}")
 def describe_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
-        exp = get_experiment(s, experiment_id)
-        return {"experiment": serialize.experiment(s, exp), "trials": [serialize.trial(t) for t in trials_of(s, exp.id)]}
+        return reads.experiment(reader_of(s), experiment_id)
 
 
 def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]:
@@ -109,12 +106,7 @@ def unarchive(request: Request, experiment_id: int) -> Dict[str, Any]:
 def experiment_checkpoints(request: Request, experiment_id: int,
                            state_filter: Optional[List[str]] = Query(default=None, alias="states")) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
-        get_experiment(s, experiment_id)
-        wanted = registry.check_checkpoint_states(state_filter)
-        query = select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
-        if wanted:
-            query = query.where(Checkpoint.state.in_(wanted))
-        return {"checkpoints": [serialize.checkpoint(s, c) for c in s.scalars(query.order_by(Checkpoint.id))]}
+        return reads.experiment_checkpoints(reader_of(s), experiment_id, state_filter)
 
 
 @router.get("/experiments/{experiment_id}/preview_gc")

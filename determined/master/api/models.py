@@ -4,7 +4,8 @@ from typing import Any, Dict
 from fastapi import APIRouter, Body, Request
 from sqlalchemy.exc import IntegrityError
 
-from determined.master import registry, serialize
+from determined.master import reads, registry, serialize
+from determined.master.dbread import reader_of
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
 
@@ -15,8 +16,7 @@ router = APIRouter()
 def list_models(request: Request, sort_by: str = "name", order_by: str = "asc", name: str = "",
                 description: str = "") -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
-        models = registry.list_models(s, sort_by, order_by, name, description)
-        return {"models": [serialize.model(s, m) for m in models]}
+        return reads.models(reader_of(s), sort_by, order_by, name, description)
 
 
 @router.post("/models/{name}")
@@ -31,7 +31,7 @@ def create_model(request: Request, name: str, body: Any = Body(None)) -> Dict[st
 @router.get("/models/{name}")
 def get_model(request: Request, name: str) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
-        return {"model": serialize.model(s, registry.get_model(s, name))}
+        return reads.model(reader_of(s), name)
 
 
 @router.patch("/models/{name}")
