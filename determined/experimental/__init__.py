@@ -1,14 +1,32 @@
-"""The Native API (create, create_trial_instance) and the client SDK (Determined and the objects it returns)."""
-from determined.experimental._native import Mode, create, create_trial_instance
-from determined.experimental.client import (
-    Checkpoint,
-    Determined,
-    ExperimentReference,
-    Model,
-    ModelOrderBy,
-    ModelSortBy,
-    TrialReference,
-)
+"""The Native API (create, create_trial_instance) and the client SDK (Determined and the objects it returns).
+
+The names are imported on first use (`from determined.experimental import Determined` works as before), so the
+CLI's helpers in this package do not pull in the whole SDK.
+"""
+import importlib
+from typing import Any
+
+_LAZY = {
+    "Mode": "determined.experimental._native",
+    "create": "determined.experimental._native",
+    "create_trial_instance": "determined.experimental._native",
+    "Checkpoint": "determined.experimental.client",
+    "Determined": "determined.experimental.client",
+    "ExperimentReference": "determined.experimental.client",
+    "Model": "determined.experimental.client",
+    "ModelOrderBy": "determined.experimental.client",
+    "ModelSortBy": "determined.experimental.client",
+    "TrialReference": "determined.experimental.client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'determined.experimental' has no attribute {name!r}")
+
 
 __all__ = [
     "Checkpoint",

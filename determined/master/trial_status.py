@@ -154,7 +154,7 @@ class _Experiment:
                                           if trial.preempt_requested else "; keeps its slot while no trial needs it")
             return WAITING, reason
         if state == "PAUSED":
-            return PAUSED, "checkpointing before it pauses" if running else "its experiment is paused"
+            return (STOPPING, "checkpointing before it pauses") if running else (PAUSED, "its experiment is paused")
         if state in ("STOPPING_CANCELED", "STOPPING_KILLED"):
             return STOPPING, "being killed" if state == "STOPPING_KILLED" else "checkpointing before it is canceled"
         if state == "COMPLETED":

@@ -127,7 +127,7 @@ def format_preview(data: Mapping[str, Any]) -> str:
     if data.get("max_length") is not None:
         facts.append(f"max_length {data['max_length']} {unit}")
     if data.get("trials") is not None:
-        facts.append(f"{data['trials']} trials")
+        facts.append(f"{data['trials']} trial{'' if data['trials'] == 1 else 's'}")
     if data.get("max_concurrent_trials"):
         facts.append(f"at most {data['max_concurrent_trials']} at once")
     if data.get("max_rungs") is not None:

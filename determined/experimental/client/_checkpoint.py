@@ -1,15 +1,19 @@
 """Checkpoint: one stored checkpoint of a trial, to download and load."""
+from __future__ import annotations
+
 import json
 import os
 import pathlib
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from determined import errors
-from determined.common.api import Session
 from determined.experimental.client._common import MasterBound, json_object, string_list
+
+if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
+    from determined.common.api import Session
 
 METADATA_FILE = "metadata.json"
 LOAD_DATA_FILE = "load_data.json"
