@@ -142,13 +142,26 @@ def header(experiment: Dict[str, Any], rates: Optional[Rates] = None, now: Optio
     return escape_control("  ".join(parts))
 
 
+def fit_parts(text: str, width: Optional[int]) -> List[str]:
+    """A header's `  `-separated parts on as few lines of `width` as they fit (never cut mid-part)."""
+    if width is None or len(text) <= width:
+        return [text]
+    lines: List[str] = []
+    for part in text.split("  "):
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += "  " + part
+        else:
+            lines.append(part)
+    return lines
+
+
 def total_batches(trials: Sequence[Dict[str, Any]]) -> int:
     return sum(int(t.get("total_batches") or 0) for t in trials)
 
 
 def live_lines(desc: Dict[str, Any], rates: Rates, width: int) -> List[str]:
     exp, trials = desc["experiment"], desc["trials"]
-    return [header(exp, rates)[:width]] + trials_lines(exp, trials, width, explain=False)
+    return fit_parts(header(exp, rates), width) + trials_lines(exp, trials, width, explain=False)
 
 
 def follow(session: Any, experiment_id: int, console: Optional[Any] = None, interval: float = 0.5) -> Dict[str, Any]:
@@ -220,7 +233,7 @@ def print_summary(session: Any, desc: Dict[str, Any], console: Optional[Any] = N
     console = console or make_console()
     exp, trials = desc["experiment"], desc["trials"]
     width = console.width if console.is_terminal else terminal_width()
-    lines = [header(exp)] + trials_lines(exp, trials, width)
+    lines = fit_parts(header(exp), width) + trials_lines(exp, trials, width)
     console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
     print_failures(session, trials, console)
     best = best_checkpoint(session, exp)
