@@ -140,16 +140,14 @@ def trained_units(exp: Experiment, unit: str, trials: List[Trial]) -> Dict[str, 
     return {t.request_id: from_batches(unit, t.total_batches, t.hparams or {}, exp.config) for t in trials}
 
 
-def refresh_progress(s: Session, exp: Experiment) -> bool:
-    """Recompute the progress of a running experiment from what its trials trained so far; True if it moved."""
+def progress_now(s: Session, exp: Experiment) -> Optional[float]:
+    """The progress of an experiment that is searching, from what its trials trained so far; None otherwise.
+
+    Reads only: the caller stores it (a read session must not write)."""
     if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL or exp.searcher_snapshot is None:
-        return False
+        return None
     method = load_searcher(exp)
-    progress = method.progress(trained_units(exp, method.unit, trials_of(s, exp.id)))
-    if abs(progress - float(exp.progress or 0.0)) < 1e-6:
-        return False
-    exp.progress = progress
-    return True
+    return method.progress(trained_units(exp, method.unit, trials_of(s, exp.id)))
 
 
 def _trial_by_request(s: Session, exp: Experiment, request_id: str) -> Trial:

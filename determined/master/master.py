@@ -18,7 +18,7 @@ from determined.master import allocations, scheduler, states, trial_notes
 from determined.master import gc as checkpoint_gc
 from determined.master.db import Experiment, Trial, engine as db_engine
 from determined.master.logs import LogWriter
-from determined.master.experiment import refresh_progress
+from determined.master.experiment import progress_now
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
 from determined.master.rm.base import ResourceManager, ResourceManagerFactory
 
@@ -300,17 +300,21 @@ class Master:
 
     def _refresh_progress(self) -> None:
         """Move the progress of experiments whose trials run with what they trained since their last report to
-        the search method (a read first: no write lock while nothing moved)."""
+        the search method (computed in a read; the write lock only when something moved)."""
+        moved: Dict[int, float] = {}
         with self.read() as s:
-            running = s.scalars(select(Trial.experiment_id).where(Trial.allocation_id.is_not(None)).distinct())
-            moved = [exp_id for exp_id in list(running)
-                     if (exp := s.get(Experiment, exp_id)) is not None and refresh_progress(s, exp)]
+            running = list(s.scalars(select(Trial.experiment_id).where(Trial.allocation_id.is_not(None)).distinct()))
+            for exp_id in running:
+                exp = s.get(Experiment, exp_id)
+                value = progress_now(s, exp) if exp is not None else None
+                if value is not None and abs(value - float(exp.progress or 0.0)) >= 1e-6:
+                    moved[exp_id] = value
         if moved:
             with self.write(wake=False) as s:
-                for exp_id in moved:
+                for exp_id, value in moved.items():
                     exp = s.get(Experiment, exp_id)
-                    if exp is not None:
-                        refresh_progress(s, exp)
+                    if exp is not None and not exp.searcher_shutdown and exp.state not in states.EXPERIMENT_TERMINAL:
+                        exp.progress = value
 
     def _reap(self, *, master_stopping: bool = False) -> None:
         assert self.rm is not None
