@@ -69,7 +69,7 @@ def csv_rows(headers: List[str], rows: Iterable[Sequence[Any]]) -> None:
     import csv
     import sys
 
-    w = csv.writer(sys.stdout)
+    w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(headers)
     for r in rows:
         w.writerow(["" if v is None else escape_control(v) if isinstance(v, str) else v for v in r])

@@ -84,10 +84,10 @@ def _unrun(e: Dict[str, Any], info: Dict[str, Any]) -> bool:
 
 
 _SUMMARY = [_render.Column("ID", _render.KEY, align="right"), _render.Column("State", _render.KEY),
-            _render.Column("Progress", _render.NUMBER), _render.Column("Trials", _render.NUMBER, drop=4),
-            _render.Column("Searcher", _render.TEXT, drop=3), _render.Column("Best", _render.NUMBER),
-            _render.Column("Started", _render.TEXT, drop=2), _render.Column("Duration", _render.NUMBER, drop=1),
-            _render.Column("Description", _render.TEXT)]
+            _render.Column("Progress", _render.NUMBER), _render.Column("Trials", _render.NUMBER, drop=3),
+            _render.Column("Searcher", _render.TEXT, drop=2), _render.Column("Best", _render.NUMBER),
+            _render.Column("Started", _render.NUMBER, drop=4, align="left"),
+            _render.Column("Duration", _render.NUMBER, drop=1), _render.Column("Description", _render.TEXT)]
 
 
 def _summary_row(e: Dict[str, Any], unrun: bool = False) -> list:
@@ -105,11 +105,14 @@ def _summary_row(e: Dict[str, Any], unrun: bool = False) -> list:
 
 
 def _unrun_note(ids: List[int]) -> List[str]:
+    from determined.common.table import terminal_width, wrap
+
     if not ids:
         return []
     which = ", ".join(map(str, ids))
-    return [f"! no master runs experiment{'s' if len(ids) > 1 else ''} {which} (the command that ran "
-            f"{'them' if len(ids) > 1 else 'it'} ended); resume with: det experiment activate {ids[0]}"]
+    return wrap(f"! no master runs experiment{'s' if len(ids) > 1 else ''} {which} (the command that ran "
+                f"{'them' if len(ids) > 1 else 'it'} ended); resume with: det experiment activate {ids[0]}",
+                terminal_width())
 
 
 def list_experiments(args: argparse.Namespace) -> int:
@@ -123,11 +126,11 @@ def list_experiments(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(exps)
         return 0
+    if args.csv:  # for programs: the states as stored
+        _render.csv_rows([c.header for c in _SUMMARY], [_summary_row(e) for e in exps])
+        return 0
     info = session.get("/master/info")
     rows = [_summary_row(e, _unrun(e, info)) for e in exps]
-    if args.csv:
-        _render.csv_rows([c.header for c in _SUMMARY], rows)
-        return 0
     if not exps:
         print("No experiments" + (f" (and {archived} archived: det experiment list --all)." if archived else
                                   " yet. Create one with: det experiment create CONFIG_FILE MODEL_DIR"))

@@ -16,6 +16,7 @@ from determined.common.formats import escape_control, fmt_number
 KEY, NUMBER, TEXT, HPARAM = "key", "number", "text", "hparam"
 GAP = "  "
 MIN_TEXT = 10
+COMFORTABLE_TEXT = 24
 
 
 @dataclasses.dataclass
@@ -100,26 +101,37 @@ def render(columns: Sequence[Column], rows: Sequence[Sequence[Any]], width: Opti
             if columns[i].kind == HPARAM:
                 shown.remove(i)
                 left_out.insert(0, columns[i].header)
-        texts = [i for i in shown if columns[i].kind == TEXT]
-        while total() > width and texts:  # then shorten text, the widest first
-            widest = max(texts, key=lambda i: sizes[i])
-            floor = max(min(natural[widest], MIN_TEXT), min(text_width(columns[widest].header), MIN_TEXT))
-            if sizes[widest] <= floor:
-                texts.remove(widest)
-                continue
-            sizes[widest] = max(floor, sizes[widest] - (total() - width))
+        def shorten(least: int) -> None:  # shorten text, the widest first, down to `least` characters
+            texts = [i for i in shown if columns[i].kind == TEXT]
+            while total() > width and texts:
+                widest = max(texts, key=lambda i: sizes[i])
+                floor = max(min(natural[widest], least), min(text_width(columns[widest].header), least))
+                if sizes[widest] <= floor:
+                    texts.remove(widest)
+                    continue
+                sizes[widest] = max(floor, sizes[widest] - (total() - width))
+
+        shorten(COMFORTABLE_TEXT)  # then text to a readable width
         for i in sorted((i for i in shown if columns[i].drop), key=lambda i: -columns[i].drop):
-            if total() <= width:
+            if total() <= width:  # then the least useful columns
                 break
             shown.remove(i)
             left_out.append(columns[i].header)
+        shorten(MIN_TEXT)  # then text to its least
     lines = [GAP.join(_pad(_cut(columns[i].header, sizes[i]), sizes[i], columns[i].right) for i in shown).rstrip(),
              GAP.join("-" * sizes[i] for i in shown)]
     for row in cells:
         lines.append(GAP.join(_pad(_cut(row[i], sizes[i]), sizes[i], columns[i].right) for i in shown).rstrip())
     if left_out:
-        lines.append(f"(not shown to fit {width} columns: {', '.join(left_out)}; widen the terminal or use --json)")
+        lines += wrap(f"(not shown to fit {width} columns: {', '.join(left_out)}; widen the terminal or use --json)", width)
     return lines
+
+
+def wrap(text: str, width: Optional[int]) -> List[str]:
+    """A note on as many lines of `width` as it needs (broken at spaces)."""
+    import textwrap
+
+    return textwrap.wrap(text, width, break_on_hyphens=False) if width and len(text) > width else [text]
 
 
 def print_table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], title: Optional[str] = None,

@@ -10,6 +10,7 @@ Reading the file needs no login: who can read the data dir's database can read e
 A database that is not SQLite, that does not exist yet, or whose schema is not the one this code knows
 (migrations pending) is left to the in-process app, which creates or migrates it.
 """
+import ast
 import os
 import pathlib
 import re
@@ -23,7 +24,6 @@ from determined.master.dbread import SqliteReader
 from determined.master.problems import RequestProblem
 
 MIGRATIONS = pathlib.Path(__file__).resolve().parent / "migrations" / "versions"
-_REVISION = re.compile(r'^(down_revision|revision)\s*=\s*["\']?([^"\'\s]+|None)', re.MULTILINE)
 
 Handler = Callable[[SqliteReader, "re.Match[str]", Dict[str, Any]], Any]
 
@@ -66,14 +66,22 @@ _ROUTES: List[Tuple["re.Pattern[str]", Handler]] = [
 
 
 def head_revision() -> Optional[str]:
-    """The newest migration this code has (the schema a database must be at to be read directly)."""
+    """The newest migration this code has (the schema a database must be at to be read directly); None when the
+    migrations do not end in one head."""
     revisions, parents = set(), set()
     for path in MIGRATIONS.glob("*.py"):
-        found = dict((key, value) for key, value in _REVISION.findall(path.read_text()))
-        if "revision" in found:
+        found: Dict[str, Any] = {}
+        for node in ast.parse(path.read_text()).body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+            if isinstance(target, ast.Name) and target.id in ("revision", "down_revision") and node.value is not None:
+                try:
+                    found[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    return None
+        if isinstance(found.get("revision"), str):
             revisions.add(found["revision"])
-            if found.get("down_revision", "None") != "None":
-                parents.add(found["down_revision"])
+            down = found.get("down_revision")
+            parents.update([down] if isinstance(down, str) else list(down or ()))
     heads = revisions - parents
     return heads.pop() if len(heads) == 1 else None
 

@@ -59,3 +59,37 @@ def test_cluster_slots_name_the_running_trial(ui_master: Dict[str, Any]) -> None
     assert allocation["experiment_id"] == running and allocation["owner"] == "determined"
     assert allocation["slots"] == 1 and len(allocation["slot_ids"]) == 1 and allocation["pid"] > 0
     assert api.client.get("/cluster/slots", headers={"Authorization": ""}).status_code == 401
+
+
+def test_metrics_carry_times_and_groups(ui_master: Dict[str, Any]) -> None:
+    api, asha = ui_master["api"], ui_master["asha"]
+    answer = api.get(f"/experiments/{asha}/metrics")
+    assert answer["groups"] == ["training", "validation"]
+    for t in answer["trials"]:
+        assert t["start_time"] and all(p["end_time"] >= t["start_time"] for p in t["training"] + t["validation"])
+
+
+def test_model_files_of_an_experiment(ui_master: Dict[str, Any]) -> None:
+    api, asha = ui_master["api"], ui_master["asha"]
+    answer = api.get(f"/experiments/{asha}/model_files")
+    assert answer == {"files": [{"path": "model.py", "size": 18, "text": "class T:\n    pass\n"}], "truncated": False}
+    assert api.client.get("/experiments/99999/model_files").status_code == 404
+
+
+def test_checkpoint_download_is_a_tar_of_its_files(ui_master: Dict[str, Any]) -> None:
+    import io
+    import json
+    import tarfile
+
+    api, asha = ui_master["api"], ui_master["asha"]
+    best = api.get(f"/experiments/{asha}")["experiment"]["best_trial_id"]
+    ckpt = api.get(f"/trials/{best}/checkpoints", states="COMPLETED")["checkpoints"][-1]
+    resp = api.client.get(f"/checkpoints/{ckpt['uuid']}/download")
+    assert resp.status_code == 200 and resp.headers["content-type"] == "application/gzip"
+    assert resp.headers["content-disposition"] == f'attachment; filename="{ckpt["uuid"]}.tar.gz"'
+    with tarfile.open(fileobj=io.BytesIO(resp.content), mode="r:gz") as tar:
+        names = sorted(m.name for m in tar.getmembers() if m.isfile())
+        state = json.load(tar.extractfile(f"{ckpt['uuid']}/state.json"))
+    assert names == sorted(f"{ckpt['uuid']}/{name}" for name, size in ckpt["resources"].items() if not name.endswith("/"))
+    assert state["steps"] == ckpt["steps_completed"]
+    assert api.client.get("/checkpoints/no-such-uuid/download").status_code == 404

@@ -108,7 +108,7 @@ const curves = (() => {
       const metric = el("select", { class: "metric-picker" });
       metric.addEventListener("change", () => { view.metric = metric.value; onChange(); });
       const groups = el("span", { class: "groups" });
-      container.replaceChildren(
+      det.fill(container,
         options.metricPicker === false ? null : el("label", {}, "Metric ", metric),
         groups, el("label", {}, "Smoothing ", slider, sliderValue), el("label", {}, log, " log y"),
         el("label", {}, "x ", axis));
