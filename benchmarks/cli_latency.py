@@ -10,15 +10,11 @@ the median of `det --help`. Target: every read command <= 1.5x `det --help`.
     .venv/bin/python benchmarks/cli_latency.py --repeats 31 --keep DIR
 """
 import argparse
-import base64
-import gzip
-import io
 import os
 import pathlib
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import uuid
@@ -30,13 +26,12 @@ if str(REPO) not in sys.path:
 
 
 def _model_def() -> str:
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-        data = b"class T:\n    pass\n"
-        info = tarfile.TarInfo("model.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return base64.b64encode(buf.getvalue()).decode()
+    """A model dir holding `model.py`, packed as `det experiment create` packs one."""
+    from determined.common.context import pack_model_dir_b64
+
+    with tempfile.TemporaryDirectory() as model_dir:
+        (pathlib.Path(model_dir) / "model.py").write_text("class T:\n    pass\n")
+        return pack_model_dir_b64(model_dir)
 
 
 def _config(name: str, searcher: Dict[str, Any]) -> Dict[str, Any]:

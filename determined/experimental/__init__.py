@@ -3,8 +3,7 @@
 The names are imported on first use (`from determined.experimental import Determined` works as before), so the
 CLI's helpers in this package do not pull in the whole SDK.
 """
-import importlib
-from typing import Any
+from determined.common.lazy import lazy_attributes
 
 _LAZY = {
     "Mode": "determined.experimental._native",
@@ -20,12 +19,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'determined.experimental' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

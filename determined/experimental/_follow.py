@@ -208,11 +208,12 @@ def log_pages(session: Any, trial_id: int, offset: int = 0) -> Iterator[Dict[str
         offset = page["next_offset"]
 
 
-def log_tail(session: Any, trial_id: int, lines: int = 20) -> List[str]:
-    """The last `lines` lines of a trial's logs."""
+def log_tail(session: Any, trial_id: int, lines: int = 20, own_output: bool = False) -> List[str]:
+    """The last `lines` lines of a trial's logs (with `own_output`, of what its processes printed: no master lines)."""
     tail: List[str] = []
     for page in log_pages(session, trial_id):
-        tail = (tail + [entry["message"] for entry in page["logs"]])[-lines:]
+        tail = (tail + [entry["message"] for entry in page["logs"]
+                        if not own_output or entry.get("stream") != "master"])[-lines:]
     return tail
 
 
@@ -222,7 +223,7 @@ def print_failures(session: Any, trials: List[Dict[str, Any]], console: Any, lim
     for t in failed[:limit]:
         console.print(f"\nTrial {t['id']} failed; the end of its logs (all of them: det trial logs {t['id']}):",
                       style="bold red")
-        for line in log_tail(session, t["id"]):
+        for line in log_tail(session, t["id"], own_output=True):
             console.print(escape_control(line), markup=False, highlight=False)
     if len(failed) > limit:
         console.print(f"{len(failed) - limit} more trials failed: see det experiment describe {failed[0]['experiment_id']}")

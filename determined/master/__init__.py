@@ -4,8 +4,7 @@ It never imports a deep-learning framework; trials run in their own processes an
 Its names are imported on first use, so that a command that only reads a data dir (determined.master.local_reads)
 does not pay for the server stack.
 """
-import importlib
-from typing import Any
+from determined.common.lazy import lazy_attributes
 
 _LAZY = {
     "create_app": "determined.master.app",
@@ -17,12 +16,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'determined.master' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = ["EmbeddedMaster", "Master", "create_app", "in_process_session", "running_master_url", "start"]

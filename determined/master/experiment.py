@@ -130,14 +130,19 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
         if exp.searcher_shutdown:
             break
     exp.searcher_snapshot = method.snapshot()
-    exp.progress = 1.0 if exp.searcher_shutdown else method.progress(trained_units(exp, method.unit, trials_of(s, exp.id)))
+    exp.progress = 1.0 if exp.searcher_shutdown else method.progress(trained_units(s, exp, method.unit))
     s.flush()
     _check_done(s, exp)
 
 
-def trained_units(exp: Experiment, unit: str, trials: List[Trial]) -> Dict[str, float]:
-    """Units (of the searcher's `unit`) each trial has trained so far, by request id."""
-    return {t.request_id: from_batches(unit, t.total_batches, t.hparams or {}, exp.config) for t in trials}
+def trained_units(s: Session, exp: Experiment, unit: str) -> Dict[str, float]:
+    """Units (of the searcher's `unit`) each trial of the experiment has trained so far, by request id (one light
+    query: the hyperparameters only when a unit other than batches needs the batch size)."""
+    if unit == "batches":
+        rows = s.execute(select(Trial.request_id, Trial.total_batches).where(Trial.experiment_id == exp.id))
+        return {request_id: float(batches) for request_id, batches in rows}
+    rows = s.execute(select(Trial.request_id, Trial.total_batches, Trial.hparams).where(Trial.experiment_id == exp.id))
+    return {request_id: from_batches(unit, batches, hparams or {}, exp.config) for request_id, batches, hparams in rows}
 
 
 def progress_now(s: Session, exp: Experiment) -> Optional[float]:
@@ -147,7 +152,7 @@ def progress_now(s: Session, exp: Experiment) -> Optional[float]:
     if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL or exp.searcher_snapshot is None:
         return None
     method = load_searcher(exp)
-    return method.progress(trained_units(exp, method.unit, trials_of(s, exp.id)))
+    return method.progress(trained_units(s, exp, method.unit))
 
 
 def _trial_by_request(s: Session, exp: Experiment, request_id: str) -> Trial:

@@ -66,7 +66,8 @@ class FixedTrialsSearch(SearchMethod):
                 reached = max(self.validated.get(request_id, 0), (trained or {}).get(request_id, 0))
                 done += min(reached, self.max_length)
         progress = done / float(len(self.request_ids) * self.max_length)
-        finished = all(rid in self.exited or rid in self.closed for rid in self.request_ids)
+        finished = all(rid in self.exited or rid in self.closed or self.validated.get(rid, 0) >= self.max_length
+                       for rid in self.request_ids)  # every trial reported: trained and validated
         return progress if finished else min(PROGRESS_BEFORE_SHUTDOWN, progress)
 
     def snapshot(self) -> Dict[str, Any]:

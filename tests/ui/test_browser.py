@@ -441,6 +441,17 @@ def test_login_needed_when_passwords_are_set(ui_master: Dict[str, Any], browser:
         api.login("determined", "")
 
 
+def test_the_ui_writes_numbers_and_durations_as_the_cli_does(asha_page: OpenPage) -> None:
+    from determined.common.formats import fmt_duration, fmt_number
+
+    numbers = [0, 1, 16, 123456, 0.5, 2.5, 0.98234567, 1.23456e-05, 0.0001, 0.00012345678, 12345.678, 123456.7,
+               -0.25, 9.99996, 3.0e-7, 1e20]
+    shown = asha_page.page.evaluate(f"() => {json.dumps(numbers)}.map(det.fmtNum)")
+    assert shown == [fmt_number(v) for v in numbers]
+    seconds = [0, 42, 187, 3600, 7500, 300000]
+    assert asha_page.page.evaluate(f"() => {json.dumps(seconds)}.map(det.fmtSeconds)") == [fmt_duration(s) for s in seconds]
+
+
 def test_no_request_left_this_machine(request_log: List[str]) -> None:
     """Over every page and action of this module (the last test of it), the browser asked only 127.0.0.1."""
     assert len(request_log) > 50 and leaving(request_log) == []
