@@ -34,7 +34,8 @@ const curves = (() => {
       if (typeof v !== "number" || !isFinite(v)) return v;
       count += 1;
       last = last * weight + (1 - weight) * v;
-      return last / (1 - Math.pow(weight, count));
+      // 12 significant digits: a constant series stays constant instead of showing rounding noise
+      return Number((last / (1 - Math.pow(weight, count))).toPrecision(12));
     });
   }
 
