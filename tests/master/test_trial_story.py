@@ -29,8 +29,8 @@ def test_progress_moves_while_a_single_trial_trains(tmp_path: pathlib.Path, fake
     monkeypatch.setenv("FAKE_SLEEP", "0.25")
     with start(tmp_path / "data", slots=1) as em:
         s = em.session()
-        cfg = config(length=16)
-        cfg["searcher"] = {"name": "single", "metric": "loss", "max_length": {"batches": 16}}
+        cfg = config(length=24)
+        cfg["searcher"] = {"name": "single", "metric": "loss", "max_length": {"batches": 24}}
         exp_id = create(s, cfg)
         seen: List[float] = []
 
@@ -45,7 +45,7 @@ def test_progress_moves_while_a_single_trial_trains(tmp_path: pathlib.Path, fake
         assert seen == sorted(seen) and 0 < seen[-1] < 1
         described = s.get(f"/experiments/{exp_id}")
         assert described["trials"][0]["status"] == "RUNNING"
-        assert described["trials"][0]["status_reason"] == "training to 16 batches"
+        assert described["trials"][0]["status_reason"] == "training to 24 batches"
         wait_for(lambda: s.get(f"/experiments/{exp_id}")["experiment"]["state"] == "COMPLETED", timeout=30)
         assert s.get(f"/experiments/{exp_id}")["experiment"]["progress"] == 1.0
 
