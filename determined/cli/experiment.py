@@ -215,7 +215,7 @@ def list_checkpoints(args: argparse.Namespace) -> int:
         _render.print_json(checkpoints)
         return 0
     empty = (f"No validated checkpoints with {metric} yet." if args.best is not None else
-             f"No checkpoints yet: trials checkpoint at validations (checkpoint_policy) and every min_checkpoint_period.")
+             "No checkpoints yet: trials checkpoint at validations (checkpoint_policy) and every min_checkpoint_period.")
     _render.print_table(_checkpoint_columns(metric), _checkpoint_rows(checkpoints, metric), empty=empty)
     return 0
 

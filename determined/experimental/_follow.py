@@ -6,7 +6,7 @@ import time
 from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from determined.common.formats import duration_between, escape_control, fmt_duration, fmt_number
-from determined.common.table import HPARAM, KEY, NUMBER, TEXT, Column, render, terminal_width
+from determined.common.table import HPARAM, KEY, NUMBER, Column, render, terminal_width
 
 TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
 # Statuses whose reason says something a table row cannot (why a trial waits, stopped or failed).

@@ -13,7 +13,7 @@ from determined.master import states
 from determined.master.db import Checkpoint, utcnow
 from determined.master.db.models import Model, ModelVersion
 from determined.master.problems import RequestProblem
-from determined.master.reads import CHECKPOINT_STATES, check_checkpoint_states, order_of  # noqa: F401
+from determined.master.reads import order_of
 
 MAX_NAME_LENGTH = 256
 

@@ -114,8 +114,8 @@ class _Experiment:
         if went_on:
             cutoff = max(went_on) if self.smaller else min(went_on)
             relation = "worse than" if own is None or self._worse(own, cutoff) else "no better than"
-            text += (f", {relation} the cutoff {_fmt(cutoff)} (the worst of the {len(went_on)} trial"
-                     f"{'s' if len(went_on) != 1 else ''} that went on)")
+            who = "the trial that went on" if len(went_on) == 1 else f"the worst of the {len(went_on)} trials that went on"
+            text += f", {relation} the cutoff {_fmt(cutoff)} ({who})"
         else:
             text += "; no trial went on from there"
         return text

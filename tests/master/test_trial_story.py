@@ -3,8 +3,7 @@ progress that moves while a trial trains, true statuses with their reasons, true
 trial logs that tell what happened (runs, validations, checkpoints, restarts, why it ended)."""
 import datetime
 import pathlib
-import time
-from typing import Any, Dict, List, Set
+from typing import Dict, List, Set
 
 import pytest
 

@@ -253,7 +253,7 @@ def test_compare_overlays_exactly_the_ticked_trials(ui_master: Dict[str, Any], a
     for tid in picked:
         page.check(f"#trials-table input.row-select[data-id='{tid}']")
     plot_ready(page, "compare-curves")
-    page.wait_for_function(f"() => new Set(document.getElementById('compare-curves').data.map(t => t.meta)).size === 2")
+    page.wait_for_function("() => new Set(document.getElementById('compare-curves').data.map(t => t.meta)).size === 2")
     assert {t["meta"] for t in traces(page, "compare-curves")} == set(picked)
     heads = page.evaluate("() => Array.from(document.querySelectorAll('#compare-table th[data-trial]')).map(h => Number(h.dataset.trial))")
     assert heads == picked
@@ -273,7 +273,7 @@ def test_compare_overlays_exactly_the_ticked_trials(ui_master: Dict[str, Any], a
 
 def test_parallel_coordinates_use_log_and_categorical_axes(ui_master: Dict[str, Any], asha_page: OpenPage,
                                                            running_page: OpenPage) -> None:
-    api, asha, running = ui_master["api"], ui_master["asha"], ui_master["running"]
+    api, asha = ui_master["api"], ui_master["asha"]
     trials = api.get(f"/experiments/{asha}")["trials"]
     page, problems = asha_page.page, asha_page.problems
     dims = page.evaluate("""() => document.getElementById('hp-parcoords').data[0].dimensions.map(d => ({label: d.label,
