@@ -49,9 +49,21 @@ def _time(value: Any) -> Optional[datetime.datetime]:
 
 
 class Reader(abc.ABC):
-    """Runs SELECTs with `:name` parameters; subclasses give `_execute` (raw rows) and say whether JSON is text."""
+    """Runs SELECTs with `:name` parameters; subclasses give `_execute` (raw rows) and say whether JSON is text.
+
+    `memo` keeps rows that one answer reads many times (an experiment's config for each of its checkpoints).
+    """
 
     json_is_text = True
+
+    def __init__(self) -> None:
+        self.memo: Dict[Any, Any] = {}
+
+    def remembered(self, key: Any, sql: str, **params: Any) -> Optional[Row]:
+        """`first(sql)`, read once per key while this reader lives."""
+        if key not in self.memo:
+            self.memo[key] = self.first(sql, **params)
+        return self.memo[key]
 
     @abc.abstractmethod
     def _execute(self, sql: str, params: Mapping[str, Any]) -> Tuple[List[str], Iterable[Sequence[Any]]]:
@@ -93,6 +105,7 @@ class SessionReader(Reader):
     """A Reader in the master's SQLAlchemy session (its transaction, its connection)."""
 
     def __init__(self, session: Any) -> None:
+        super().__init__()
         self.session = session
         self.json_is_text = session.get_bind().dialect.name == "sqlite"
 
@@ -101,6 +114,7 @@ class SessionReader(Reader):
 
         if self.session.new or self.session.dirty or self.session.deleted:
             self.session.flush()  # the SQL must see what the transaction changed
+            self.memo.clear()
         result = self.session.execute(text(sql), dict(params))
         return list(result.keys()), result.fetchall()
 
@@ -109,6 +123,7 @@ class SqliteReader(Reader):
     """A Reader on a sqlite3 connection (the CLI's reads of a data dir no master runs on)."""
 
     def __init__(self, connection: Any) -> None:
+        super().__init__()
         self.connection = connection
 
     def _execute(self, sql: str, params: Mapping[str, Any]) -> Tuple[List[str], Iterable[Sequence[Any]]]:
@@ -117,5 +132,10 @@ class SqliteReader(Reader):
 
 
 def reader_of(db: Any) -> Reader:
-    """`db` as a Reader: a Reader as is, a SQLAlchemy session wrapped."""
-    return db if isinstance(db, Reader) else SessionReader(db)
+    """`db` as a Reader: a Reader as is, a SQLAlchemy session wrapped (one Reader per session)."""
+    if isinstance(db, Reader):
+        return db
+    reader = db.info.get("determined_reader")
+    if reader is None:
+        reader = db.info["determined_reader"] = SessionReader(db)
+    return reader

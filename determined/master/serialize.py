@@ -82,8 +82,8 @@ def trials(db: Any, exp: Any, rows: Sequence[Any]) -> List[Dict[str, Any]]:
 
 def checkpoint(db: Any, c: Any) -> Dict[str, Any]:
     q = reader_of(db)
-    t = q.first("SELECT hparams FROM trials WHERE id = :id", id=c.trial_id)
-    exp = q.first("SELECT config FROM experiments WHERE id = :id", id=c.experiment_id)
+    t = q.remembered(("hparams", c.trial_id), "SELECT hparams FROM trials WHERE id = :id", id=c.trial_id)
+    exp = q.remembered(("config", c.experiment_id), "SELECT config FROM experiments WHERE id = :id", id=c.experiment_id)
     validation = q.first("SELECT metrics FROM validation_metrics WHERE trial_id = :t AND steps_completed = :s "
                          "ORDER BY id DESC LIMIT 1", t=c.trial_id, s=c.steps_completed)
     return {
