@@ -8,6 +8,9 @@ from typing import Any
 
 __version__ = "0.13.8.post1"
 
+# The format of Determined's log lines, for logging.basicConfig(format=det.LOG_FORMAT) in user code.
+LOG_FORMAT = "%(levelname)s: [%(process)s] %(name)s: %(message)s"
+
 _LAZY = {
     "Constant": ("determined.config.hparams", "Constant"),
     "Integer": ("determined.config.hparams", "Integer"),
@@ -18,10 +21,11 @@ _LAZY = {
     "TrialController": ("determined._trial", "TrialController"),
     "TrialContext": ("determined._trial_context", "TrialContext"),
     "DeterminedError": ("determined.errors", "DeterminedError"),
+    "InvalidHP": ("determined.errors", "InvalidHP"),
 }
 _SUBMODULES = {
     "core", "config", "pytorch", "keras", "estimator", "tensorflow", "experimental", "storage", "searcher", "errors",
-    "common",
+    "common", "tensorboard", "tensorpack",
 }
 
 
@@ -36,4 +40,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'determined' has no attribute {name!r}")
 
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", "LOG_FORMAT", *_LAZY]

@@ -11,7 +11,7 @@ import traceback
 from typing import Any, Dict, List, Optional, Type
 
 from determined import core, errors
-from determined._trial import Trial, TrialController
+from determined._trial import Trial, TrialController, construct_trial
 
 logger = logging.getLogger("determined")
 
@@ -56,15 +56,21 @@ def run_trial(trial_class: Type[Trial], core_context: core.Context) -> None:
     """Drive `trial_class` with `core_context` until its searcher has no more work or it is preempted.
 
     Seeds `random` and numpy with the trial seed, calls the controller's `pre_execute_hook` (where a
-    framework seeds itself), builds the trial context and the controller, and runs it.
+    framework seeds itself), builds the trial context and the controller, and runs it. A `det.InvalidHP`
+    from the trial's code ends the trial with the early exit INVALID_HP (no error, no restart).
     """
     controller_class = _controller_class(trial_class)
     seed = core_context.info.trial_seed
     _seed_python_and_numpy(seed)
     controller_class.pre_execute_hook(seed, core_context.distributed)
     context = _build_trial_context(trial_class, core_context)
-    controller = controller_class(trial_class, context)
-    controller.run()
+    try:
+        controller = controller_class(trial_class, context)
+        controller.run()
+    except errors.InvalidHP as e:
+        # Not a failure: the trial ends here (no restart) and the search method hears INVALID_HP.
+        logger.warning("the trial's hyperparameters are invalid (det.InvalidHP: %s); it stops", e)
+        core_context.train.report_early_exit("INVALID_HP")
 
 
 def run_native_trial(trial_def: Type[Trial]) -> None:
@@ -142,6 +148,9 @@ def load_trial_class(entrypoint: str, model_dir: str) -> Type[Trial]:
         raise errors.InvalidTrialError(f"model directory {model_dir!r} does not exist")
     put_model_dir_first(root)
     _forget_foreign_module(module_name, root)
+    from determined.tensorflow import _tf1_compat
+
+    _tf1_compat.install_when_imported()  # TensorFlow 1.x idioms of the trial's code, if it imports TensorFlow
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
@@ -202,10 +211,12 @@ def _local_config(
             if section in raw:
                 logger.info("test mode ignores the config's %r section", section)
                 del raw[section]
-        raw["scheduling_unit"] = 1
     if not raw.get("entrypoint") and not (raw.get("internal") or {}).get("native"):
         raw["entrypoint"] = _entrypoint_of(trial_class)
-    return dict(det_config.load_experiment_config(raw))
+    canonical = dict(det_config.load_experiment_config(raw))  # 0.12 names (batches_per_step...) upgraded first
+    if test:
+        canonical["scheduling_unit"] = 1
+    return canonical
 
 
 def _sample_hparams(config: Dict[str, Any], seed: int) -> Dict[str, Any]:
@@ -244,6 +255,11 @@ def test_one_batch(
 
 
 def _test_summary(core_context: core.Context, hparams: Dict[str, Any]) -> Dict[str, Any]:
+    if core_context.train.early_exit_reason == "INVALID_HP":
+        raise errors.DeterminedError(
+            f"test mode: the trial raised det.InvalidHP with hyperparameters {hparams} (see the log line above); "
+            "a search would skip them"
+        )
     training = core_context.train.training_history
     validation = core_context.train.validation_history
     if not training:
@@ -285,4 +301,4 @@ def create_trial_instance(
     _seed_python_and_numpy(seed)
     _controller_class(trial_def).pre_execute_hook(seed, core_context.distributed)
     context = _build_trial_context(trial_def, core_context)
-    return trial_def(context)
+    return construct_trial(trial_def, context)

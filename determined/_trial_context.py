@@ -3,6 +3,7 @@ import logging
 from typing import Any, Dict, Optional
 
 from determined import core, errors
+from determined.config.hparams import GLOBAL_BATCH_SIZE_HOW
 
 logger = logging.getLogger("determined")
 
@@ -58,9 +59,14 @@ class TrialContext:
                 "total over all slots"
             )
         if name not in self.hparams:
+            group, _, member = name.partition(".")
+            nested = ""
+            if member and isinstance(self.hparams.get(group), dict):
+                nested = (f"; nested hyperparameters arrive nested, as in Determined: "
+                          f"context.get_hparam({group!r})[{member.split('.')[0]!r}]")
             raise KeyError(
                 f"hyperparameter {name!r} is not in the experiment config; the trial's hyperparameters are: "
-                f"{', '.join(sorted(self.hparams)) or 'none'}"
+                f"{', '.join(sorted(self.hparams)) or 'none'}{nested}"
             )
         return self.hparams[name]
 
@@ -102,9 +108,9 @@ class TrialContext:
         if self._per_slot_batch_size is not None:
             return
         if "global_batch_size" not in self.hparams:
-            raise errors.DeterminedError(
-                "the hyperparameter global_batch_size is missing: add it to the experiment config's "
-                "hyperparameters (e.g. global_batch_size: 32); the per-slot batch size is derived from it"
+            raise errors.InvalidTrialError(
+                "hyperparameters.global_batch_size: missing; the trial asks for its batch size (per slot or global), "
+                f"which is derived from it: {GLOBAL_BATCH_SIZE_HOW}"
             )
         gbs = self.hparams["global_batch_size"]
         slots = self.distributed.size
@@ -112,8 +118,8 @@ class TrialContext:
             if isinstance(gbs, float) and gbs.is_integer():
                 gbs = int(gbs)
             else:
-                raise errors.DeterminedError(
-                    f"the hyperparameter global_batch_size must be an integer, got {gbs!r}"
+                raise errors.InvalidTrialError(
+                    f"hyperparameters.global_batch_size: got {gbs!r}; a positive int: {GLOBAL_BATCH_SIZE_HOW}"
                 )
         if gbs < slots:
             raise errors.DeterminedError(

@@ -8,7 +8,7 @@ experiment config (`scheduling_unit`, `min_validation_period`, `min_checkpoint_p
 """
 import abc
 import logging
-from typing import Any, Dict, Iterable, Optional, Type
+from typing import Any, Dict, Iterable, Iterator, Optional, Type
 
 from determined import core, errors
 from determined._trial import TrialController
@@ -32,7 +32,8 @@ class TrialLoop(TrialController):
     `scheduling_unit` batches, validate when `min_validation_period` is due, checkpoint when
     `min_checkpoint_period` or `checkpoint_policy` says so; at the end of the operation validate,
     checkpoint if anything is unsaved, and report the searcher metric. Preemption and stop requests are
-    checked after every batch: the trial then checkpoints and stops.
+    checked after every batch, stop requests also after every validation: the trial then checkpoints and
+    stops (a stop the trial requested ends it COMPLETED; the searcher sees it exit early).
     """
 
     # The framework's logger, which the loop's own log lines go to.
@@ -99,10 +100,14 @@ class TrialLoop(TrialController):
         checkpoint_due = self._checkpoint_due()
         if stop or done or validation_due or checkpoint_due or self._unreported_batches() >= self._scheduling_unit:
             self._report_training_metrics()
+            # A callback of the report may have asked to stop (at the end of an operation: once it is complete).
+            stop = stop or (not done and self._stop_requested_anywhere())
         if stop:
             return self._stop()
         if validation_due and not done:
             self._validate_and_maybe_checkpoint()
+            if self._stop_requested_anywhere():  # e.g. by an early-stopping callback of the validation
+                return self._stop()
         if not done and self._checkpoint_due():
             self._checkpoint()
         op.report_progress(self.steps_completed)
@@ -131,6 +136,12 @@ class TrialLoop(TrialController):
         decisions = self.context.distributed.allgather((preempt, self.context.get_stop_requested()))
         return self._agree_on_stop(decisions[0][0], (requested for _, requested in decisions))
 
+    def _stop_requested_anywhere(self) -> bool:
+        """Whether the trial asked to stop, on any rank (every rank gets the same answer)."""
+        if self.context.distributed.size == 1:
+            return self.context.get_stop_requested()
+        return self._agree_on_stop(False, self.context.distributed.allgather(self.context.get_stop_requested()))
+
     def _agree_on_stop(self, chief_preempts: Any, requested: Iterable[bool]) -> bool:
         """Adopt a stop any rank requested; True when the chief was preempted or a stop is requested."""
         if any(requested) and not self.context.get_stop_requested():
@@ -142,8 +153,8 @@ class TrialLoop(TrialController):
         if self.steps_completed > self._last_checkpoint:
             self._checkpoint()
         if self.context.get_stop_requested():
-            self._logger.info("the trial asked to stop after %d batches", self.steps_completed)
-            self.core.train.report_early_exit("USER_CANCELED")
+            self._logger.info("the trial asked to stop after %d batches; checkpointed, exiting", self.steps_completed)
+            self.core.train.report_early_exit("USER_REQUESTED_STOP")
         else:
             self._logger.info("preempted after %d batches; checkpointed, exiting", self.steps_completed)
         return False
@@ -223,4 +234,46 @@ class BatchLoop(TrialLoop):
             if not self._after_batch(op):
                 return False
         self._complete(op)
+        if self._stop_requested_anywhere():
+            return self._stop()
         return True
+
+
+class HookLoop(TrialLoop):
+    """A TrialLoop for a framework whose own training loop runs the batches (tf.estimator, Tensorpack): a hook in
+    that loop calls `_before_first_batch()` once and `_batch_trained()` after every batch; both return False when
+    the training must stop (no searcher operation left, preempted, or a stop requested)."""
+
+    def __init__(self, trial_class: Type[Any], context: TrialContext) -> None:
+        super().__init__(trial_class, context)
+        self._ops: Optional[Iterator[core.SearcherOperation]] = None
+        self._op: Optional[core.SearcherOperation] = None
+
+    def _start_operations(self) -> bool:
+        """Take the first searcher operation; False when there is none (nothing to train)."""
+        self._ops = iter(self.core.searcher.operations())
+        self._op = next(self._ops, None)
+        return self._op is not None
+
+    def _end_operations(self) -> None:
+        self._ops = None
+
+    def _before_first_batch(self) -> bool:
+        """Finish the operations that need no training; False when none is left."""
+        self._maybe_validate_initially()
+        return self._advance()
+
+    def _batch_trained(self) -> bool:
+        """Count the batch just trained and do what is due after it; False when training must stop."""
+        op = self._op
+        assert op is not None
+        self.steps_completed += 1
+        return self._after_batch(op) and self._advance()
+
+    def _advance(self) -> bool:
+        """Complete the current operation while it is reached and move to the next; False when none is left."""
+        while self._op is not None and self.steps_completed >= self._op.length:
+            self._complete(self._op)
+            assert self._ops is not None
+            self._op = next(self._ops, None)
+        return self._op is not None

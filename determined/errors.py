@@ -26,3 +26,9 @@ class NotFoundError(APIError):
 
 class InvalidTrialError(DeterminedError):
     """A Trial class or model dir does not meet the Trial API (missing method, both evaluate methods, ...)."""
+
+
+class InvalidHP(Exception):
+    """Raise it (as ``det.InvalidHP("why")``) from a trial's ``__init__``, ``train_batch`` or ``evaluate_batch`` when
+    its hyperparameters cannot work: the trial stops without error or restart, and the search method hears that
+    the hyperparameters were invalid (0.13+ HP search constraints)."""

@@ -15,6 +15,18 @@ def _load_raw(path: str) -> Dict[str, Any]:
     return det_config.load_config_file(path)
 
 
+def _print_notes(raw: Dict[str, Any]) -> None:
+    """One line per config field that has no effect here (an invalid config is reported by the command)."""
+    from determined import config as det_config
+
+    try:
+        canonical = det_config.load_experiment_config(raw)
+    except det_config.InvalidExperimentConfig:
+        return
+    for note in det_config.no_effect_notes(canonical):
+        print(f"note: {note}", file=sys.stderr)
+
+
 def _apply_cpu_slots(args: argparse.Namespace) -> None:
     """--cpu-slots N: the CPU slots of the master this command starts (DET_CPU_SLOTS for it)."""
     from determined.experimental import _connect
@@ -36,6 +48,7 @@ def create(args: argparse.Namespace) -> int:
 
     _apply_cpu_slots(args)
     raw = _load_raw(args.config_file)
+    _print_notes(raw)
     if args.local and args.test_mode:
         return _local_test(raw, args.model_def)
     if args.test_mode:
@@ -61,6 +74,9 @@ def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
 
     det_context.check_entrypoint(model_dir, canonical.get("entrypoint"))
     model_dir = os.path.abspath(model_dir)
+    if os.path.isfile(os.path.join(model_dir, "startup-hook.sh")):
+        print("note: startup-hook.sh is not run in --local mode (nor was it by Determined): run it yourself if the "
+              "trial needs what it installs", file=sys.stderr)
     os.chdir(model_dir)
     trial_class = _execution.load_trial_class(canonical["entrypoint"], model_dir)
     summary = _execution.test_one_batch(trial_class, canonical)
@@ -73,7 +89,7 @@ def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
 
 def _title(e: Dict[str, Any]) -> str:
     """The experiment's name (config `name`, 0.16+) or its description."""
-    return str((e.get("config") or {}).get("name") or e.get("description") or "")
+    return str(e.get("name") or (e.get("config") or {}).get("name") or e.get("description") or "")
 
 
 def _unrun(e: Dict[str, Any], info: Dict[str, Any]) -> bool:
@@ -87,7 +103,7 @@ _SUMMARY = [_render.Column("ID", _render.KEY, align="right"), _render.Column("St
             _render.Column("Progress", _render.NUMBER), _render.Column("Trials", _render.NUMBER, drop=3),
             _render.Column("Searcher", _render.TEXT, drop=2), _render.Column("Best", _render.NUMBER),
             _render.Column("Started", _render.NUMBER, drop=4, align="left"),
-            _render.Column("Duration", _render.NUMBER, drop=1), _render.Column("Description", _render.TEXT)]
+            _render.Column("Duration", _render.NUMBER, drop=1), _render.Column("Name", _render.TEXT)]
 
 
 def _summary_row(e: Dict[str, Any], unrun: bool = False) -> list:

@@ -11,19 +11,19 @@ from determined import common, errors
 
 DEFAULT_PORT = 8080
 _CONFIG_KEYS = ("host", "port", "db", "data_dir", "cpu_slots", "preemption_timeout", "resource_manager", "ray_address",
-                "ray_slot_type", "ray_cpus_per_slot")
+                "ray_slot_type", "ray_cpus_per_slot", "allowed_hosts")
 
 
 def _load_config_file(path: str) -> Dict[str, Any]:
-    import yaml
+    from determined import config as det_config
 
     try:
-        with open(path) as f:
-            raw = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise errors.DeterminedError(f"cannot read the master config {path}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise errors.DeterminedError(f"the master config {path} is not valid YAML: {e}") from None
+        text = det_config.read_config_file(path, header="cannot read the master config")
+        raw = det_config.parse_yaml(text, path, header="cannot read the master config")
+    except det_config.ConfigFileError as e:
+        raise errors.DeterminedError(str(e)) from None
+    if raw is None:
+        return {}
     if not isinstance(raw, dict):
         raise errors.DeterminedError(f"the master config {path} must be a mapping of {', '.join(_CONFIG_KEYS)}")
     unknown = sorted(set(raw) - set(_CONFIG_KEYS))
@@ -37,7 +37,8 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
     """Command-line options over the config file over the defaults."""
     settings: Dict[str, Any] = {"host": "127.0.0.1", "port": DEFAULT_PORT, "db": None, "data_dir": None,
                                 "cpu_slots": None, "preemption_timeout": None, "resource_manager": "local",
-                                "ray_address": None, "ray_slot_type": None, "ray_cpus_per_slot": None}
+                                "ray_address": None, "ray_slot_type": None, "ray_cpus_per_slot": None,
+                                "allowed_hosts": None}
     if args.config:
         settings.update(_load_config_file(args.config))
     for key in _CONFIG_KEYS:
@@ -56,6 +57,12 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise errors.DeterminedError(f"--preemption-timeout must be a positive number of seconds, not {timeout!r}")
     _check_ray_settings(settings)
+    from determined.master.web_security import check_allowed_hosts_setting
+
+    try:
+        settings["allowed_hosts"] = check_allowed_hosts_setting(settings["allowed_hosts"])
+    except ValueError as e:
+        raise errors.DeterminedError(str(e)) from None
     return settings
 
 
@@ -123,7 +130,7 @@ def up(args: argparse.Namespace) -> int:
         try:
             master = embedded.start(data_dir, db_url=db_url, slots=slots, host=settings["host"], port=settings["port"],
                                     preemption_timeout=settings["preemption_timeout"], warn_blank_passwords=True,
-                                    resource_manager=resource_manager)
+                                    resource_manager=resource_manager, allowed_hosts=settings["allowed_hosts"])
         except Exception as e:  # the database cannot be reached, and the like: a clear line, not a traceback
             if isinstance(e, errors.DeterminedError):
                 raise
@@ -178,6 +185,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a slot is one GPU or a number of CPUs (default: gpu when the cluster has GPUs)")
     u.add_argument("--ray-cpus-per-slot", dest="ray_cpus_per_slot", type=float, default=None, metavar="N",
                    help="CPUs of each slot (a GPU slot also takes them; default 1)")
+    u.add_argument("--allowed-host", dest="allowed_hosts", action="append", default=None, metavar="NAME",
+                   help="also answer requests for this host name, e.g. a reverse proxy's (repeatable; '*': any). "
+                        "Besides, the master answers only its own address and names and IP addresses")
     u.add_argument("--config", default=None, metavar="master.yaml",
                    help=f"YAML file with any of {', '.join(_CONFIG_KEYS)} (options given here win)")
     u.set_defaults(func=up)

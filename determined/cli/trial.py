@@ -30,7 +30,7 @@ def describe(args: argparse.Namespace) -> int:
          if t.get("start_time") else ""),
         ("Started from", t.get("warm_start_checkpoint_uuid")),
     ])
-    hparams = _follow.flatten(t.get("hparams") or {})
+    hparams = _follow.flat_hparams(t.get("hparams") or {}, None)
     if hparams:
         print()
         _render.fields(sorted(hparams.items()), title="Hyperparameters")

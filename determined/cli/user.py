@@ -83,8 +83,9 @@ def change_password(args: argparse.Namespace) -> int:
     password = _read_password(f"New password for user '{username}': ", confirm=True)
     myself = session.username() == username
     session.patch(f"/users/{username}", {"password": password})
-    if myself:  # the change revoked this user's tokens: log in again with the new password
-        session.login(username, password)
+    if myself:  # the change revoked this user's tokens: log in again with the new password. Only `det user login`
+        # changes who plain `det` acts as; `det -u USER` is for this one command (docs/auth.md).
+        session.login(username, password, make_default=False)
     print(f"Changed the password of user '{username}'.")
     return 0
 

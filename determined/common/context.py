@@ -1,13 +1,14 @@
 """Packing a model (context) directory into the archive that travels to the master and the trials."""
 import ast
 import base64
+import collections
 import fnmatch
 import io
 import os
 import pathlib
 import posixpath
 import tarfile
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from determined import errors
 
@@ -68,30 +69,65 @@ def list_context_files(model_dir: str) -> List[Tuple[str, pathlib.Path]]:
     return found
 
 
-def _resolves_outside(path: str, links: Dict[str, str]) -> bool:
+_LINK = ""  # the key of a link's target in a node of the links tree (a path part is never empty)
+_LinkTree = Dict[str, Any]
+
+
+def _parts(path: str) -> Tuple[str, ...]:
+    """The parts of a POSIX path as pathlib gives them (`/` first when absolute; empty and `.` parts dropped), in one
+    split: pathlib is slow on paths of hundreds of parts."""
+    parts = tuple(p for p in path.split("/") if p and p != ".")
+    return ("/",) + parts if path.startswith("/") else parts
+
+
+def _link_tree(links: Dict[str, str]) -> _LinkTree:
+    """The archive's symbolic links as a tree of path parts, so that a lookup costs the length of one path."""
+    root: _LinkTree = {}
+    for path, target in links.items():
+        node = root
+        for part in _parts(path):
+            node = node.setdefault(part, {})
+        node[_LINK] = target
+    return root
+
+
+def _inside_link(parts: Sequence[str], tree: _LinkTree) -> bool:
+    """Whether a directory above the member with these path parts is one of the archive's links."""
+    node: Optional[_LinkTree] = tree
+    for part in parts[:-1]:
+        node = node.get(part) if node is not None else None
+        if node is None:
+            return False
+        if _LINK in node:
+            return True
+    return False
+
+
+def _resolves_outside(path: str, tree: _LinkTree) -> bool:
     """Whether `path` (relative to the archive root) leaves the root once the archive's own links are followed."""
-    resolved: List[str] = []
-    todo = list(pathlib.PurePosixPath(path).parts)
+    todo = collections.deque(_parts(path))
+    nodes: List[Optional[_LinkTree]] = [tree]  # the tree node of each resolved part (None: no link below it)
     hops = 0
     while todo:
-        part = todo.pop(0)
+        part = todo.popleft()
         if part in ("", "."):
             continue
         if part.startswith("/"):
             return True
         if part == "..":
-            if not resolved:
+            if len(nodes) == 1:
                 return True
-            resolved.pop()
+            nodes.pop()
             continue
-        candidate = "/".join(resolved + [part])
-        if candidate in links:
+        node = nodes[-1]
+        child = node.get(part) if node is not None else None
+        if child is not None and _LINK in child:
             hops += 1
-            if hops > 40 or links[candidate].startswith("/"):
+            if hops > 40 or child[_LINK].startswith("/"):
                 return True
-            todo = list(pathlib.PurePosixPath(links[candidate]).parts) + todo
+            todo.extendleft(reversed(_parts(child[_LINK])))
             continue
-        resolved.append(part)
+        nodes.append(child)
     return False
 
 
@@ -107,24 +143,24 @@ def unsafe_members(members: Sequence[tarfile.TarInfo]) -> List[str]:
     directory (or through another link), device files, fifos and other special files. Empty when all are safe.
     """
     problems: List[str] = []
-    links = {member_name(m.name).rstrip("/"): m.linkname for m in members if m.issym()}
+    links = _link_tree({member_name(m.name).rstrip("/"): m.linkname for m in members if m.issym()})
     files: Set[str] = set()
     for m in members:
         name = member_name(m.name)
-        parts = pathlib.PurePosixPath(name).parts
+        parts = _parts(name)
         parent = "/".join(parts[:-1])
         if name.startswith("/") or ".." in parts:
             problems.append(f"{m.name!r}: an absolute path or a '..' component")
         elif not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
             kind = "a device file" if (m.ischr() or m.isblk()) else "a fifo" if m.isfifo() else "a special file"
             problems.append(f"{m.name!r}: {kind}; only regular files, directories and links may be uploaded")
-        elif any("/".join(parts[:i]) in links for i in range(1, len(parts))):
+        elif _inside_link(parts, links):
             problems.append(f"{m.name!r}: lies inside a symbolic link of the archive")
         elif m.issym() and (m.linkname.startswith("/") or _resolves_outside(posixpath.join(parent, m.linkname), links)):
             problems.append(f"{m.name!r}: a symbolic link to {m.linkname!r}, outside the model directory")
         elif m.islnk():
             target = member_name(m.linkname)
-            if target.startswith("/") or ".." in pathlib.PurePosixPath(target).parts or target not in files:
+            if target.startswith("/") or ".." in _parts(target) or target not in files:
                 problems.append(f"{m.name!r}: a hard link to {m.linkname!r}, not a file earlier in the archive")
         if m.isfile():
             files.add(name)

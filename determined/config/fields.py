@@ -96,14 +96,43 @@ class Number(Spec):
         return float(value) if self.as_float else value
 
 
+# The YAML 1.1 booleans. Configs are read as YAML 1.2 (where these are strings), as Determined's CLI read them; but
+# its master read the YAML text it was sent with YAML 1.1, so a field that must be a bool accepts them as it did.
+_YAML11_BOOLS = {word: True for word in ("y", "Y", "yes", "Yes", "YES", "on", "On", "ON")}
+_YAML11_BOOLS.update({word: False for word in ("n", "N", "no", "No", "NO", "off", "Off", "OFF")})
+
+
 class Bool(Spec):
     allowed = "true or false"
 
     def check(self, value: Any, path: str, problems: Problems) -> Any:
+        if isinstance(value, str) and value in _YAML11_BOOLS:
+            return _YAML11_BOOLS[value]
         if not isinstance(value, bool):
             problems.wrong_value(path, value, self.allowed)
             return INVALID
         return value
+
+
+class MemorySize(Spec):
+    """A size in bytes: an int, or a string like ``4.5G``, ``512Mi``, ``100 KB`` (binary multiples, as Docker)."""
+
+    allowed = "a size in bytes: a positive int, or a string like 4G, 512M, 1.5Gi"
+    _PATTERN = re.compile(r"([0-9]*\.?[0-9]+) ?(?:([kmgtpKMGTP])(?:[iI]?[bB])?|[bB])?")
+
+    def check(self, value: Any, path: str, problems: Problems) -> Any:
+        if is_int(value) and value >= 1:
+            return int(value)
+        match = self._PATTERN.fullmatch(value) if isinstance(value, str) else None
+        if match is None:
+            problems.wrong_value(path, value, self.allowed)
+            return INVALID
+        number, unit = match.groups()
+        size = int(float(number) * 1024 ** ("kmgtp".index(unit.lower()) + 1 if unit else 0))
+        if size < 1:
+            problems.wrong_value(path, value, self.allowed)
+            return INVALID
+        return size
 
 
 class Str(Spec):

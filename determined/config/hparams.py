@@ -6,7 +6,7 @@ Canonical forms: ``{"type": "const", "val": v}``, ``{"type": "int", "minval", "m
 """
 import math
 import random
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from determined.config.errors import InvalidExperimentConfig, Problems, describe, join_path, key_path
 from determined.config.fields import INVALID, Field, Int, JSONValue, ListOf, Number, REQUIRED, Section, Spec, Union
@@ -113,11 +113,22 @@ _SPECS = Union(
 )
 
 
+def is_group(value: Any) -> bool:
+    """True for a group of hyperparameters: a mapping without ``type`` (Determined 0.14+ nests them, any depth)."""
+    return isinstance(value, Mapping) and "type" not in value
+
+
 def check_hparam(value: Any, path: str, problems: Problems) -> Any:
-    """The canonical form of one hyperparameter, or INVALID after reporting its problems."""
+    """The canonical form of one hyperparameter or group, or INVALID after reporting its problems.
+
+    A mapping without ``type`` is a group: a mapping of names to hyperparameters (or groups), canonical member by
+    member. Any other mapping is a spec; a non-mapping value (a scalar, a list) is a constant.
+    """
     if isinstance(value, HParam):
         value = value.to_dict()
-    if not isinstance(value, Mapping) or "type" not in value:
+    if is_group(value):
+        return _check_group(value, path, problems)
+    if not isinstance(value, Mapping):
         return {"type": "const", "val": JSONValue().check(value, join_path(path, "val"), problems)}
     if value["type"] == "const" and "val" not in value:
         problems.missing(join_path(path, "val"), "the constant's value")
@@ -136,52 +147,156 @@ def check_hparam(value: Any, path: str, problems: Problems) -> Any:
     return out
 
 
+def _check_group(value: Mapping[Any, Any], path: str, problems: Problems) -> Any:
+    out: Dict[str, Any] = {}
+    for name, spec in value.items():
+        if not isinstance(name, str):
+            problems.wrong_value(key_path(path, name), name, "hyperparameter names must be strings")
+            continue
+        out[name] = check_hparam(spec, join_path(path, name), problems)
+    return out
+
+
 class Hyperparameters(Spec):
-    allowed = "a mapping of hyperparameter names to values or {type: const|int|double|log|categorical, ...}"
+    allowed = (
+        "a mapping of hyperparameter names to values, {type: const|int|double|log|categorical, ...}, "
+        "or mappings of them (nested groups)"
+    )
 
     def check(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, Mapping):
             problems.wrong_value(path, value, self.allowed)
             return INVALID
-        out = {}
-        for name, spec in value.items():
-            if not isinstance(name, str):
-                problems.wrong_value(key_path(path, name), name, "hyperparameter names must be strings")
-                continue
-            out[name] = check_hparam(spec, join_path(path, name), problems)
-        return out
+        return _check_group(value, path, problems)
 
 
 def canonical_hparam(value: Any, name: str = "hparam") -> Dict[str, Any]:
-    """The canonical form of one hyperparameter; raises InvalidExperimentConfig if it is not valid."""
+    """The canonical form of one hyperparameter (or group); raises InvalidExperimentConfig if it is not valid."""
     problems = Problems()
     out = check_hparam(value, name, problems)
     problems.raise_if_any("invalid hyperparameter")
     return out
 
 
-def check_global_batch_size(hparams: Mapping[str, Any], slots_per_trial: Any, problems: Problems) -> None:
-    """``global_batch_size`` must exist and always be a positive int (and at least slots_per_trial)."""
+def canonical_hparams(hparams: Mapping[str, Any]) -> Dict[str, Any]:
+    """The canonical form of a whole ``hyperparameters`` section; raises InvalidExperimentConfig if not valid."""
+    problems = Problems()
+    out = Hyperparameters().check(hparams, "hyperparameters", problems)
+    problems.raise_if_any("invalid hyperparameters")
+    return dict(out)
+
+
+Path = Tuple[str, ...]
+
+
+def hparam_leaves(hparams: Mapping[str, Any], sort: bool = True) -> List[Tuple[Path, Dict[str, Any]]]:
+    """Every hyperparameter of a canonical section with its path (names from the top), groups walked depth first
+    in sorted name order (the order in which values are drawn and grid axes are laid out), or in the config's
+    order with ``sort=False``."""
+    out: List[Tuple[Path, Dict[str, Any]]] = []
+
+    def walk(group: Mapping[str, Any], prefix: Path) -> None:
+        for name in sorted(group) if sort else list(group):
+            spec = group[name]
+            if is_group(spec):
+                walk(spec, prefix + (name,))
+            else:
+                out.append((prefix + (name,), spec))
+
+    walk(hparams, ())
+    return out
+
+
+def nest_values(hparams: Mapping[str, Any], values: Mapping[Path, Any]) -> Dict[str, Any]:
+    """The nested values of a canonical section from values by leaf path, keys in the section's own order."""
+
+    def build(group: Mapping[str, Any], prefix: Path) -> Dict[str, Any]:
+        return {
+            name: build(spec, prefix + (name,)) if is_group(spec) else values[prefix + (name,)]
+            for name, spec in group.items()
+        }
+
+    return build(hparams, ())
+
+
+def dotted(path: Path) -> str:
+    """The name a UI or a table shows for a nested hyperparameter: its path joined with dots."""
+    return ".".join(path)
+
+
+def flat_hparams(values: Mapping[str, Any], specs: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A trial's hyperparameter values with nested ones under dotted names (``{"optim": {"lr": 1}}`` ->
+    ``{"optim.lr": 1}``), for tables and charts only: trials get the nested values.
+
+    With the experiment's ``hyperparameters`` section (``specs``), its leaves decide what is a group (a constant or
+    categorical whose value is a mapping stays one value), in the section's order; without, every non-empty
+    mapping is walked.
+    """
+    out: Dict[str, Any] = {}
+    if specs is not None:
+        try:
+            leaves = hparam_leaves(canonical_hparams(specs), sort=False)
+        except InvalidExperimentConfig:
+            leaves = None
+        if leaves is not None:
+            for path, _ in leaves:
+                value: Any = values
+                for name in path:
+                    value = value.get(name, _MISSING) if isinstance(value, Mapping) else _MISSING
+                if value is not _MISSING:
+                    out[dotted(path)] = value
+            return out
+
+    def walk(group: Mapping[str, Any], prefix: str) -> None:
+        for name, value in group.items():
+            key = f"{prefix}{name}"
+            if isinstance(value, Mapping) and value:
+                walk(value, key + ".")
+            else:
+                out[key] = value
+
+    walk(values, "")
+    return out
+
+
+_MISSING = object()
+
+
+GLOBAL_BATCH_SIZE_HOW = (
+    "add it under hyperparameters, e.g. `hyperparameters: {global_batch_size: 32}` "
+    "(the number of records per batch summed over all slots; must be a positive int)"
+)
+
+
+def check_global_batch_size(
+    hparams: Mapping[str, Any], slots_per_trial: Any, problems: Problems, required_by: str = ""
+) -> None:
+    """When given, ``global_batch_size`` must always be a positive int (and at least slots_per_trial).
+
+    It is required only where something needs it (as in Determined 0.38): ``required_by`` says what (lengths in
+    records or epochs, which the master converts to batches with it); the Trial APIs that need it check it when
+    the trial starts (TFKerasTrial, and the batch-size getters of every trial context).
+    """
     path = "hyperparameters.global_batch_size"
-    how = (
-        "add it under hyperparameters, e.g. `hyperparameters: {global_batch_size: 32}` "
-        "(the number of records per batch summed over all slots; must be a positive int)"
-    )
     spec = hparams.get("global_batch_size")
     if spec is None:
-        problems.missing(path, how)
+        if required_by:
+            problems.missing(path, f"{required_by} need it: {GLOBAL_BATCH_SIZE_HOW}")
         return
     if spec is INVALID:
         return
     minimum = slots_per_trial if isinstance(slots_per_trial, int) and slots_per_trial > 1 else 1
-    allowed = f"a positive int{f' >= resources.slots_per_trial ({minimum})' if minimum > 1 else ''}: {how}"
-    kind = spec["type"]
+    allowed = f"a positive int{f' >= resources.slots_per_trial ({minimum})' if minimum > 1 else ''}: {GLOBAL_BATCH_SIZE_HOW}"
+    kind = spec.get("type")
     if kind == "const":
         values = [spec["val"]]
     elif kind == "int":
         values = [spec["minval"]]
     elif kind == "categorical":
         values = spec["vals"]
+    elif kind is None:
+        problems.add(path, "is a group of hyperparameters", allowed)
+        return
     else:
         problems.add(path, f"a {kind} hyperparameter gives non-integer batch sizes", allowed)
         return
@@ -192,16 +307,17 @@ def check_global_batch_size(hparams: Mapping[str, Any], slots_per_trial: Any, pr
 
 
 def sample_hparams(hparams: Mapping[str, Any], rng: random.Random) -> Dict[str, Any]:
-    """Draw one value for every hyperparameter.
+    """Draw one value for every hyperparameter; a group gives a mapping of its members' values (any depth).
 
     const -> its value; int -> uniform over minval..maxval, both ends INCLUSIVE (Determined's Go code never draws
     maxval; its docs say inclusive, and we follow the docs); double -> uniform(minval, maxval);
     log -> base ** uniform(minval, maxval); categorical -> a uniform choice of vals.
-    Hyperparameters are drawn in sorted name order, so the result depends only on the rng's state and the specs.
+    Values are drawn leaf by leaf in sorted name order (groups depth first, see ``hparam_leaves``), so the result
+    depends only on the rng's state and the specs.
     """
-    specs = {name: canonical_hparam(spec, f"hyperparameters.{name}") for name, spec in hparams.items()}
-    drawn = {name: _sample_one(specs[name], rng) for name in sorted(specs)}
-    return {name: drawn[name] for name in specs}
+    specs = canonical_hparams(hparams)
+    drawn = {path: _sample_one(spec, rng) for path, spec in hparam_leaves(specs)}
+    return nest_values(specs, drawn)
 
 
 def _sample_one(spec: Mapping[str, Any], rng: random.Random) -> Any:

@@ -1,8 +1,9 @@
-"""The experiment config schema (Determined 0.13, struct order) and ``load_experiment_config``."""
+"""The experiment config schema (every field of Determined 0.12 to 0.38) and ``load_experiment_config``."""
 import math
+import re
 from typing import Any, Dict, List, Mapping
 
-from determined.config.environment import BIND_MOUNTS, ENVIRONMENT
+from determined.config.environment import BIND_MOUNTS, ENVIRONMENT, PBS, SLURM
 from determined.config.errors import InvalidExperimentConfig, Problems, describe
 from determined.config.fields import (
     INVALID,
@@ -13,11 +14,13 @@ from determined.config.fields import (
     Int,
     JSONMapping,
     ListOf,
+    MemorySize,
     Number,
     Section,
     Str,
 )
-from determined.config.hparams import Hyperparameters, check_global_batch_size, grid_values
+from determined.config.hparams import Hyperparameters, check_global_batch_size, dotted, grid_values, hparam_leaves
+from determined.config.log_policies import DEFAULT_LOG_POLICIES, LogPolicies
 from determined.config.legacy import upgrade_legacy_config
 from determined.config.lengths import Length, length_unit
 from determined.config.petname import petname
@@ -35,16 +38,28 @@ def _defaults(section: Section) -> Dict[str, Any]:
     return section.check({}, "", Problems())
 
 
+_TEXT = Field(Str(), None)
+DEVICE = Section(
+    {
+        "host_path": Field(Str(nonempty=True), REQUIRED),
+        "container_path": Field(Str(nonempty=True), REQUIRED),
+        "mode": Field(Str(), "mrw"),
+    }
+)
 RESOURCES = Section(
     {
         "slots_per_trial": Field(Int(minimum=1), 1),
         "max_slots": Field(Int(minimum=1), None),
         "weight": Field(Number(minimum=0, exclusive_min=True, as_float=True), 1.0),
         "native_parallel": Field(Bool(), False),
-        "shm_size": Field(Int(minimum=1), 4 * 1024**3),
+        "shm_size": Field(MemorySize(), 4 * 1024**3),
         "agent_label": Field(Str(), ""),
         "resource_pool": Field(Str(), ""),
         "priority": Field(Int(minimum=1, maximum=99), None),
+        "devices": Field(ListOf(DEVICE), []),
+        "is_single_node": Field(Bool(), None),
+        "resource_manager": _TEXT,  # 0.29.0 only
+        "slots": Field(Int(minimum=0), None),  # the slots of commands and notebooks: no effect on experiments
     }
 )
 OPTIMIZATIONS = Section(
@@ -63,10 +78,39 @@ OPTIMIZATIONS = Section(
 REPRODUCIBILITY = Section({"experiment_seed": Field(Int(minimum=0, maximum=2**31 - 1), None)})
 SECURITY = Section({"kerberos": Field(Section({"config_file": Field(Str(), "")}), {"config_file": ""})})
 INTERNAL = Section({"native": Field(Section({"command": Field(ListOf(Str()), [])}), None)})
+PROFILING = Section(
+    {
+        "enabled": Field(Bool(), False),
+        "begin_on_batch": Field(Int(minimum=0), 0),
+        "end_after_batch": Field(Int(minimum=0), None),
+        "end_on_batch": Field(Int(minimum=0), None),  # 0.15.2-0.15.3: the name of end_after_batch
+        "sync_timings": Field(Bool(), True),
+    }
+)
+RETENTION_POLICY = Section({"log_retention_days": Field(Int(minimum=-1, maximum=32767), None)})
+_HOST_PORT = {"host": Field(Str(), REQUIRED), "port": Field(Int(minimum=1, maximum=65535), REQUIRED)}
+PACHYDERM = Section(
+    {
+        "pachd": Field(Section(dict(_HOST_PORT)), REQUIRED),
+        "proxy": Field(Section({**_HOST_PORT, "scheme": Field(Str(), REQUIRED)}), REQUIRED),
+        "dataset": Field(
+            Section({name: Field(Str(), REQUIRED) for name in ("project", "repo", "commit", "branch", "token")}),
+            REQUIRED,
+        ),
+    }
+)
+WEBHOOKS = Section(
+    {
+        "webhook_id": Field(ListOf(Int()), None),
+        "webhook_name": Field(ListOf(Str()), None),
+        "exclude": Field(Bool(), False),
+    }
+)
+INTEGRATIONS = Section({"pachyderm": Field(PACHYDERM, None), "webhooks": Field(WEBHOOKS, None)})
 
 EXPERIMENT = Section(
     {
-        "description": Field(Str(), lambda: f"Experiment ({petname()})", factory=True),
+        "description": Field(Str(), None),
         "labels": Field(ListOf(Str()), []),
         "data": Field(JSONMapping(), {}),
         "checkpoint_storage": Field(CHECKPOINT_STORAGE, None),
@@ -90,6 +134,17 @@ EXPERIMENT = Section(
         "internal": Field(INTERNAL, None),
         "entrypoint": Field(Str(), None),
         "data_layer": Field(DATA_LAYER, DATA_LAYER_DEFAULT),
+        # Fields of Determined 0.14 to 0.38.
+        "name": Field(Str(), None),
+        "workspace": Field(Str(), ""),
+        "project": Field(Str(), ""),
+        "log_policies": Field(LogPolicies(), DEFAULT_LOG_POLICIES),
+        "profiling": Field(PROFILING, _defaults(PROFILING)),
+        "retention_policy": Field(RETENTION_POLICY, None),
+        "preemption_timeout": Field(Int(minimum=1), None),
+        "slurm": Field(SLURM, _defaults(SLURM)),
+        "pbs": Field(PBS, _defaults(PBS)),
+        "integrations": Field(INTEGRATIONS, None),
     }
 )
 TOP_LEVEL_FIELDS = tuple(EXPERIMENT.fields)
@@ -105,15 +160,49 @@ def load_experiment_config(raw: Mapping[str, Any]) -> Dict[str, Any]:
     problems = Problems()
     upgraded = upgrade_legacy_config(raw, problems)
     config = EXPERIMENT.check(upgraded, "", problems)
+    _name_the_experiment(config)
+    _check_workspace_and_project(config, problems)
     _check_entrypoint(config, problems)
-    _check_epochs(config, problems)
+    in_records_or_epochs = _check_epochs(config, problems)
+    if not _runs_a_trial_class(config):
+        in_records_or_epochs = []  # a script gets its searcher lengths in their own unit: nothing to convert
     if isinstance(config["hyperparameters"], dict):
         slots = config["resources"]["slots_per_trial"] if isinstance(config["resources"], dict) else 1
-        check_global_batch_size(config["hyperparameters"], slots, problems)
+        required_by = f"{', '.join(in_records_or_epochs)} (in records or epochs)" if in_records_or_epochs else ""
+        check_global_batch_size(config["hyperparameters"], slots, problems, required_by)
     _check_grid(config, problems)
     _check_max_slots(config, problems)
     problems.raise_if_any()
     return config
+
+
+def _name_the_experiment(config: Dict[str, Any]) -> None:
+    """``name`` (0.16+) is the experiment's title: given, else the description (the title before 0.16, which
+    Determined's 0.16 migration copied into ``name``), else a pet name; ``description`` defaults to it."""
+    name, description = config["name"], config["description"]
+    if name is None:
+        name = description if isinstance(description, str) and description else f"Experiment ({petname()})"
+        config["name"] = name
+    if description is None and name is not INVALID:
+        config["description"] = name
+
+
+def _runs_a_trial_class(config: Dict[str, Any]) -> bool:
+    """Whether the experiment runs a Trial class (an entrypoint `module:Class`, or the Native API)."""
+    internal = config["internal"]
+    if isinstance(internal, dict) and internal.get("native") is not None:
+        return True
+    entrypoint = config["entrypoint"]
+    return not isinstance(entrypoint, str) or re.fullmatch(ENTRYPOINT_PATTERN, entrypoint) is not None
+
+
+def _check_workspace_and_project(config: Dict[str, Any], problems: Problems) -> None:
+    workspace, project = config["workspace"], config["project"]
+    if isinstance(workspace, str) and isinstance(project, str) and bool(workspace) != bool(project):
+        given, missing = ("workspace", "project") if workspace else ("project", "workspace")
+        problems.add(missing, f"missing while {given} is given",
+                     "workspace and project must both be given (the names of an existing workspace and project), "
+                     "or neither")
 
 
 def _check_entrypoint(config: Dict[str, Any], problems: Problems) -> None:
@@ -127,19 +216,20 @@ def _check_entrypoint(config: Dict[str, Any], problems: Problems) -> None:
             config["entrypoint"] = INVALID
 
 
-def _check_epochs(config: Dict[str, Any], problems: Problems) -> None:
-    if config["records_per_epoch"] != 0:
-        return
+def _check_epochs(config: Dict[str, Any], problems: Problems) -> List[str]:
+    """Lengths in epochs need records_per_epoch; returns the lengths in records or epochs."""
     lengths = {name: config[name] for name in ("min_validation_period", "min_checkpoint_period")}
     if isinstance(config["searcher"], dict):
         lengths.update({f"searcher.{k}": v for k, v in searcher_lengths(config["searcher"]).items()})
-    in_epochs = [name for name, length in lengths.items() if isinstance(length, dict) and length_unit(length) == "epochs"]
-    if in_epochs:
+    units = {name: length_unit(length) for name, length in lengths.items() if isinstance(length, dict)}
+    in_epochs = [name for name, unit in units.items() if unit == "epochs"]
+    if in_epochs and config["records_per_epoch"] == 0:
         problems.add(
             "records_per_epoch",
             f"{', '.join(in_epochs)} {'is' if len(in_epochs) == 1 else 'are'} in epochs but records_per_epoch is not set",
             "set records_per_epoch to the number of records in one epoch of the training data (a positive int)",
         )
+    return [name for name, unit in units.items() if unit in ("records", "epochs")]
 
 
 def _check_grid(config: Dict[str, Any], problems: Problems) -> None:
@@ -148,7 +238,8 @@ def _check_grid(config: Dict[str, Any], problems: Problems) -> None:
         return
     counts: Dict[str, int] = {}
     complete = True
-    for name, spec in hparams.items():
+    for path, spec in hparam_leaves(hparams, sort=False):
+        name = dotted(path)
         if spec is INVALID:
             complete = False
         elif spec["type"] in ("int", "double", "log") and spec["count"] is None:

@@ -1,7 +1,7 @@
 """The ``searcher`` section: the fields, defaults and rules of every search method."""
 from typing import Any, Callable, Dict, List, Mapping
 
-from determined.config.errors import Problems, join_path
+from determined.config.errors import Problems, describe, join_path
 from determined.config.fields import (
     INVALID,
     REQUIRED,
@@ -14,6 +14,7 @@ from determined.config.fields import (
     Section,
     Spec,
     Str,
+    is_int,
 )
 from determined.config.lengths import Length, length_unit, length_value
 
@@ -28,8 +29,20 @@ _COMMON = {
 }
 
 
-def _max_length() -> Field:
-    return Field(Length(positive=True), REQUIRED)
+class SearcherLength(Length):
+    """``max_length``: a length, or (Determined 0.18+) a bare positive int, which counts batches here."""
+
+    def check(self, value: Any, path: str, problems: Problems) -> Any:
+        if isinstance(value, Mapping):
+            return super().check(value, path, problems)
+        if is_int(value) and value >= 1:
+            return {"batches": int(value)}
+        problems.add(path, f"got {describe(value)}", f"{self.allowed}, or a positive int (a number of batches)")
+        return INVALID
+
+
+def _max_length(bare_int: bool = False) -> Field:
+    return Field(SearcherLength(positive=True) if bare_int else Length(positive=True), REQUIRED)
 
 
 def _max_trials(maximum: Any = None) -> Field:
@@ -41,19 +54,28 @@ _MAX_RUNGS = Field(Int(minimum=1), 5)
 _MODE = Field(Enum(*MODES), "standard")
 _CONCURRENT = Field(Int(minimum=0), 0)
 _BRACKET_RUNGS = Field(ListOf(Int(minimum=1), nonempty=True), None)
+_STOP_ONCE = Field(Bool(), False)
+# 0.38's time-based ASHA: accepted and stored; the search still runs on max_length (see config/effects.py).
+_TIME_METRIC = Field(Str(nonempty=True, allowed="the name of a reported metric that counts time (a string)"), None)
+_MAX_TIME = Field(Int(minimum=1), None)
 
 METHOD_FIELDS: Dict[str, Dict[str, Field]] = {
-    "single": {"max_length": _max_length()},
-    "random": {"max_length": _max_length(), "max_trials": _max_trials(), "max_concurrent_trials": _CONCURRENT},
-    "grid": {"max_length": _max_length(), "max_concurrent_trials": _CONCURRENT},
+    "single": {"max_length": _max_length(bare_int=True)},
+    "random": {
+        "max_length": _max_length(bare_int=True), "max_trials": _max_trials(), "max_concurrent_trials": _CONCURRENT
+    },
+    "grid": {"max_length": _max_length(bare_int=True), "max_concurrent_trials": _CONCURRENT},
     "adaptive_asha": {
-        "max_length": _max_length(),
+        "max_length": _max_length(bare_int=True),
         "max_trials": _max_trials(),
         "mode": _MODE,
         "divisor": _DIVISOR,
         "max_rungs": _MAX_RUNGS,
         "max_concurrent_trials": _CONCURRENT,
         "bracket_rungs": _BRACKET_RUNGS,
+        "stop_once": _STOP_ONCE,
+        "time_metric": _TIME_METRIC,
+        "max_time": _MAX_TIME,
     },
     "adaptive_simple": {
         "max_length": _max_length(),
@@ -103,6 +125,9 @@ METHOD_FIELDS: Dict[str, Dict[str, Field]] = {
         "max_trials": _max_trials(),
         "divisor": _DIVISOR,
         "max_concurrent_trials": _CONCURRENT,
+        "stop_once": _STOP_ONCE,
+        "time_metric": _TIME_METRIC,
+        "max_time": _MAX_TIME,
     },
 }
 SEARCHER_NAMES = tuple(METHOD_FIELDS)
@@ -146,6 +171,10 @@ class SearcherSpec(Spec):
         name = value.get("name")
         if name is None:
             problems.missing(name_path, "one of " + ", ".join(SEARCHER_NAMES))
+            return INVALID
+        if name == "custom":
+            problems.add(name_path, "custom searchers (0.19.6 to 0.37) are not supported here (Determined 0.38 "
+                         "refuses them too)", "use one of " + ", ".join(SEARCHER_NAMES))
             return INVALID
         if Enum(*SEARCHER_NAMES).check(name, name_path, problems) is INVALID:
             return INVALID

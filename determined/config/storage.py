@@ -1,6 +1,6 @@
 """``checkpoint_storage``, ``tensorboard_storage`` and ``data_layer``: one section per storage type."""
 import posixpath
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 from determined.config.errors import Problems, join_path
 from determined.config.fields import INVALID, REQUIRED, Enum, Field, Int, Section, Spec, Str, Union
@@ -24,11 +24,16 @@ def _types(with_gc: bool) -> Dict[str, Section]:
     gc = dict(_GC) if with_gc else {}
     # Determined's struct also carries these three paths; they are accepted and ignored (nothing mounts containers).
     legacy_paths = ("container_path", "checkpoint_path", "tensorboard_path")
+    bucket = Field(Str(nonempty=True, allowed="a bucket name"), REQUIRED)
     return {
         "shared_fs": Section({**_shared_fs(), **gc}, extra_keys=legacy_paths),
+        # 0.26.3: a directory the trial writes to directly (in Determined, a path inside its container).
+        "directory": Section(
+            {"container_path": Field(_ABS_PATH, REQUIRED, hint="the absolute path of the checkpoint directory"), **gc}
+        ),
         "s3": Section(
             {
-                "bucket": Field(Str(nonempty=True, allowed="a bucket name"), REQUIRED),
+                "bucket": bucket,
                 "access_key": _TEXT,
                 "secret_key": _TEXT,
                 "endpoint_url": _TEXT,
@@ -36,7 +41,10 @@ def _types(with_gc: bool) -> Dict[str, Section]:
                 **gc,
             }
         ),
-        "gcs": Section({"bucket": Field(Str(nonempty=True, allowed="a bucket name"), REQUIRED), "prefix": _TEXT, **gc}),
+        "gcs": Section({"bucket": bucket, "prefix": _TEXT, **gc}),
+        "azure": Section(
+            {"container": _TEXT, "connection_string": _TEXT, "account_url": _TEXT, "credential": _TEXT, **gc}
+        ),
         "hdfs": Section(
             {
                 "hdfs_url": Field(Str(nonempty=True, allowed="the namenode URL(s), ';'-separated"), REQUIRED),
@@ -48,14 +56,24 @@ def _types(with_gc: bool) -> Dict[str, Section]:
     }
 
 
+# Types Determined stores checkpoints in that this platform cannot reach: an experiment that names one runs with the
+# master's default storage instead (see ``replace_unreachable_storage``), and says so.
+UNREACHABLE_TYPES = ("gcs", "azure", "hdfs")
+
+
 class StorageSpec(Spec):
     """A storage config, checked for its type; shared_fs also checks that storage_path stays inside host_path."""
 
     def __init__(self, with_gc: bool) -> None:
         self.union = Union(_types(with_gc))
         self.allowed = self.union.allowed
+        self.gc_only = Section(dict(_GC)) if with_gc else None
 
     def check(self, value: Any, path: str, problems: Problems) -> Any:
+        if self.gc_only is not None and isinstance(value, Mapping) and value and "type" not in value \
+                and all(key in GC_DEFAULTS for key in value):
+            # Only GC settings: Determined merged them into the cluster's default storage (the master does here).
+            return self.gc_only.check(value, path, problems)
         out = self.union.check(value, path, problems)
         if out is INVALID:
             return INVALID
@@ -118,3 +136,14 @@ def with_gc_policy(storage: Mapping[str, Any], **policy: int) -> Dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown GC setting(s) {sorted(unknown)}; allowed: {', '.join(GC_DEFAULTS)}")
     return {**storage, **policy}
+
+
+def complete_storage(storage: Optional[Mapping[str, Any]], default: Mapping[str, Any]) -> Dict[str, Any]:
+    """The checkpoint storage an experiment uses, given the master's ``default``: the default when the config
+    gives none; the default with the config's GC settings when it gives only those (as Determined merged them into
+    the cluster's storage) or a type this platform cannot reach (gcs, azure, hdfs); else the config's own."""
+    if storage is None:
+        return dict(default)
+    if storage.get("type") is None or storage.get("type") in UNREACHABLE_TYPES:
+        return {**default, **{name: storage[name] for name in GC_DEFAULTS if name in storage}}
+    return dict(storage)

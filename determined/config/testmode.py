@@ -6,7 +6,7 @@ from typing import Any, Dict, Mapping, Optional
 from determined.common import data_dir
 from determined.config.hparams import sample_hparams
 from determined.config.schema import load_experiment_config
-from determined.config.storage import default_checkpoint_storage
+from determined.config.storage import complete_storage, default_checkpoint_storage
 
 TEST_MODE_PREFIX = "[test-mode] "
 
@@ -14,7 +14,7 @@ TEST_MODE_PREFIX = "[test-mode] "
 def make_test_config(config: Mapping[str, Any], hparams: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The test-mode version of an experiment config (raw or canonical); returns a canonical config.
 
-    Description prefixed "[test-mode] ", scheduling_unit 1, min_validation_period {batches: 1}, searcher single
+    Name and description prefixed "[test-mode] ", scheduling_unit 1, min_validation_period {batches: 1}, searcher single
     with max_length {batches: 1} (metric, smaller_is_better and warm-start source kept), every hyperparameter a
     const of the value in ``hparams`` (hyperparameters missing from ``hparams`` are sampled at random),
     save_experiment_best / save_trial_best / save_trial_latest 0, max_restarts 0. Without checkpoint_storage,
@@ -26,6 +26,7 @@ def make_test_config(config: Mapping[str, Any], hparams: Optional[Mapping[str, A
     values.update(sample_hparams(missing, random.Random()))
     searcher = out["searcher"]
     out["description"] = TEST_MODE_PREFIX + out["description"]
+    out["name"] = TEST_MODE_PREFIX + out["name"]
     out["scheduling_unit"] = 1
     out["min_validation_period"] = {"batches": 1}
     out["searcher"] = {
@@ -37,7 +38,7 @@ def make_test_config(config: Mapping[str, Any], hparams: Optional[Mapping[str, A
         "max_length": {"batches": 1},
     }
     out["hyperparameters"] = {name: {"type": "const", "val": value} for name, value in values.items()}
-    storage = out["checkpoint_storage"] or default_checkpoint_storage(str(data_dir()))
+    storage = complete_storage(out["checkpoint_storage"], default_checkpoint_storage(str(data_dir())))
     out["checkpoint_storage"] = {**storage, "save_experiment_best": 0, "save_trial_best": 0, "save_trial_latest": 0}
     out["max_restarts"] = 0
     return load_experiment_config(out)

@@ -1,17 +1,19 @@
 """Reporting training and validation metrics."""
 import logging
 import math
+import pathlib
 from typing import Any, Dict, List, Optional
 
 from determined import errors
 from determined.common.api import Session
 from determined.core._distributed import DistributedContext
 from determined.core._metrics import clean_batch_metrics, clean_metrics
-from determined.core._tensorboard import TrialMetricsWriter
+from determined.core import _tensorboard
 
 logger = logging.getLogger("determined.core")
 
-EARLY_EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP")
+# USER_REQUESTED_STOP (0.38's name): the trial asked to stop (set_stop_requested); it ends COMPLETED.
+EARLY_EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP", "USER_REQUESTED_STOP")
 
 
 class TrainContext:
@@ -39,8 +41,10 @@ class TrainContext:
         self.training_history: List[Dict[str, Any]] = []
         self.validation_history: List[Dict[str, Any]] = []
         self.early_exit_reason: Optional[str] = None
-        # Event files of the reported metrics for `det tensorboard` (only with a master).
-        self._tensorboard = TrialMetricsWriter(session, trial_id) if session is not None else None
+        # The trial's TensorBoard files: the reported metrics for `det tensorboard` (only with a master), and
+        # the event file the trial's own TensorBoard writers share.
+        self._tensorboard = _tensorboard.TrialMetricsWriter(session, trial_id, rank=distributed.rank)
+        _tensorboard.set_current(self._tensorboard)
 
     def report_training_metrics(
         self,
@@ -77,11 +81,16 @@ class TrainContext:
         self._tensorboard_write("validation", steps_completed, body["metrics"])
 
     def _tensorboard_write(self, group: str, steps_completed: int, metrics: Dict[str, Any]) -> None:
-        if self._tensorboard is not None:
-            self._tensorboard.write(group, int(steps_completed), metrics)
+        self._tensorboard.write(group, int(steps_completed), metrics)
+
+    def get_tensorboard_path(self) -> pathlib.Path:
+        """The directory for this trial's TensorBoard event files: on the chief of a trial whose master keeps its
+        data dir on this machine, the one `det tensorboard start` serves; elsewhere a local temporary directory.
+        Write into it through one writer (TensorBoard reads a run directory's files one after the other)."""
+        return self._tensorboard.directory()
 
     def report_early_exit(self, reason: str) -> None:
-        """Tell the master the trial stops early: ERRORED, USER_CANCELED or INVALID_HP."""
+        """Tell the master the trial stops early: ERRORED, USER_CANCELED, INVALID_HP or USER_REQUESTED_STOP."""
         reason = getattr(reason, "value", reason)
         if reason not in EARLY_EXIT_REASONS:
             raise errors.DeterminedError(

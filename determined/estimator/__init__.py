@@ -1,15 +1,23 @@
-"""determined.estimator: EstimatorTrial, its contexts, MetricReducer, RunHook and the controller."""
-from determined.estimator._checkpoint import load_estimator_from_checkpoint_path
-from determined.estimator._controller import EstimatorTrialController
-from determined.estimator._estimator_context import (
+"""determined.estimator: EstimatorTrial, its contexts, MetricReducer, RunHook and the controller.
+
+Importing it installs the TensorFlow 1.x idioms of determined.tensorflow._tf1_compat (docs/estimator.md).
+"""
+from determined.tensorflow import _tf1_compat
+
+_tf1_compat.install()
+
+from determined.estimator._checkpoint import load_estimator_from_checkpoint_path  # noqa: E402
+from determined.estimator._controller import EstimatorTrialController  # noqa: E402
+from determined.estimator._estimator_context import (  # noqa: E402
     EstimatorContext,
     EstimatorExperimentalContext,
     EstimatorNativeContext,
     EstimatorTrialContext,
+    ServingInputReceiverFn,
 )
-from determined.estimator._metrics import MetricReducer
-from determined.estimator._run_hook import RunHook
-from determined.estimator._trial import EstimatorTrial
+from determined.estimator._metrics import MetricReducer  # noqa: E402
+from determined.estimator._run_hook import RunHook  # noqa: E402
+from determined.estimator._trial import EstimatorTrial  # noqa: E402
 
 EstimatorTrial.trial_controller_class = EstimatorTrialController
 
@@ -22,5 +30,6 @@ __all__ = [
     "EstimatorTrialController",
     "MetricReducer",
     "RunHook",
+    "ServingInputReceiverFn",
     "load_estimator_from_checkpoint_path",
 ]

@@ -12,17 +12,19 @@ import math
 import pathlib
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Type
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Type
 
 import numpy as np
 import tensorflow as tf
 
-from determined import core, errors, tensorflow as det_tf
-from determined._trial_loop import TrialLoop
+from determined import errors, tensorflow as det_tf
+from determined._trial import construct_trial
+from determined._trial_loop import HookLoop
 from determined.estimator import _checkpoint
 from determined.estimator._estimator_context import EstimatorContext, _is_dataset
 from determined.estimator._run_hook import RunHook
-from determined.estimator._tf1 import v1_behavior
+from determined.estimator._tf1_compat import UserCodeGraph
+from determined.tensorflow._tf1_compat import v1_behavior
 
 logger = logging.getLogger("determined.estimator")
 
@@ -203,7 +205,7 @@ class _ControlHook(tf.estimator.SessionRunHook):
     def before_run(self, run_context: Any) -> Any:
         if not self._started:
             self._started = True
-            if not self._controller._before_first_batch(self._session_saver(run_context)):
+            if not self._controller._on_session_start(self._session_saver(run_context)):
                 raise _StopTraining()
         return tf.compat.v1.train.SessionRunArgs({"loss": self._loss} if self._loss is not None else {})
 
@@ -223,7 +225,7 @@ class _ControlHook(tf.estimator.SessionRunHook):
         return save
 
 
-class EstimatorTrialController(TrialLoop):
+class EstimatorTrialController(HookLoop):
     """Trains, validates and checkpoints an EstimatorTrial as the searcher operations of its core context ask.
 
     For each operation: train up to `op.length` batches in total (batches = Estimator steps), report
@@ -256,8 +258,9 @@ class EstimatorTrialController(TrialLoop):
                     "through determined's execution (pre_execute_hook joins the ranks' TensorFlow cluster)"
                 )
         self._read_config(context.get_experiment_config())
-        with v1_behavior():
-            self.trial = trial_class(context)
+        # The trial's code runs with TF 1.x's graph-mode behaviour (placeholders, sessions), as seed 000 promises.
+        with UserCodeGraph(context.get_trial_seed()).entered():
+            self.trial = construct_trial(trial_class, context)
             parts = check_parts(
                 name,
                 self.trial.build_estimator(),
@@ -282,8 +285,6 @@ class EstimatorTrialController(TrialLoop):
         self._save: Optional[Callable[[str], str]] = None
         self._saved: Optional[tuple] = None  # (steps_completed, TF checkpoint prefix) of the model dir's last save
         self._losses: List[float] = []
-        self._ops: Optional[Iterator[core.SearcherOperation]] = None
-        self._op: Optional[core.SearcherOperation] = None
 
     # -- entry point ---------------------------------------------------------------------------------
 
@@ -306,12 +307,10 @@ class EstimatorTrialController(TrialLoop):
         try:
             with v1_behavior():
                 self._restore()
-                self._ops = iter(self.core.searcher.operations())
-                self._op = next(self._ops, None)
-                if self._op is not None:
+                if self._start_operations():
                     self._train()
         finally:
-            self._ops = None
+            self._end_operations()
             for hook in self.run_hooks:
                 hook.on_trial_close()
             shutil.rmtree(self._model_dir, ignore_errors=True)
@@ -334,29 +333,17 @@ class EstimatorTrialController(TrialLoop):
 
     # -- the control loop, between batches -----------------------------------------------------------
 
-    def _before_first_batch(self, save: Callable[[str], str]) -> bool:
-        """Finish the operations that need no training; False when none is left."""
+    def _on_session_start(self, save: Callable[[str], str]) -> bool:
+        """Before the first batch: finish the operations that need no training; False when none is left."""
         self._save = save
-        self._maybe_validate_initially()
-        return self._advance()
+        return self._before_first_batch()
 
     def _on_batch_end(self, loss: Any, save: Callable[[str], str]) -> bool:
         """Called after every batch; False when training must stop."""
         self._save = save
-        op = self._op
-        assert op is not None
-        self.steps_completed += 1
         if loss is not None:
             self._losses.append(float(loss))
-        return self._after_batch(op) and self._advance()
-
-    def _advance(self) -> bool:
-        """Complete the current operation while it is reached and move to the next; False when none is left."""
-        while self._op is not None and self.steps_completed >= self._op.length:
-            self._complete(self._op)
-            assert self._ops is not None
-            self._op = next(self._ops, None)
-        return self._op is not None
+        return self._batch_trained()
 
     def _unreported_batches(self) -> int:
         return len(self._losses)

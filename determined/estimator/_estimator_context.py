@@ -2,7 +2,7 @@
 import functools
 import logging
 import threading
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
@@ -17,6 +17,12 @@ try:
     _OPTIMIZER_TYPES += (tf.keras.optimizers.legacy.Optimizer,)
 except AttributeError:  # a Keras without the legacy optimizers
     pass
+
+
+# A function that returns the ServingInputReceiver of a SavedModel export (build_serving_input_receiver_fns).
+ServingInputReceiverFn = Callable[
+    ..., Union[tf.estimator.export.ServingInputReceiver, tf.estimator.export.TensorServingInputReceiver]
+]
 
 
 def _is_dataset(value: Any) -> bool:
@@ -56,8 +62,11 @@ class EstimatorContext(TrialContext):
 
         Use the output of this wrapper as the new instance of your optimizer: for example, if you create
         the optimizer within build_estimator(), call ``optimizer = wrap_optimizer(optimizer)`` before
-        passing it to the Estimator.
+        passing it to the Estimator. An Estimator without an optimizer (BoostedTrees) may call
+        ``wrap_optimizer(None)``, as Determined 0.12-0.20 code did; it returns None.
         """
+        if optimizer is None:
+            return None
         if not isinstance(optimizer, _OPTIMIZER_TYPES):
             raise errors.InvalidTrialError(
                 f"wrap_optimizer() takes a TensorFlow optimizer (tf.compat.v1.train.Optimizer or a "
@@ -66,19 +75,19 @@ class EstimatorContext(TrialContext):
         self.optimizers.append(optimizer)
         return optimizer
 
-    def wrap_dataset(self, dataset: Any) -> Any:
+    def wrap_dataset(self, dataset: Any, shard_dataset: bool = True) -> Any:
         """This should be used to wrap tf.data.Dataset objects immediately after they have been created.
 
         Use the output of this wrapper as the new instance of your dataset, and wrap each dataset
         (training, validation) independently. With several slots the dataset comes back sharded: each slot
-        reads its own part of the records.
+        reads its own part of the records, unless ``shard_dataset`` is False (then shard it yourself).
         """
         if not _is_dataset(dataset):
             raise errors.InvalidTrialError(
                 f"wrap_dataset() takes a tf.data.Dataset, got {type(dataset).__name__}"
             )
         self.wrapped_datasets += 1
-        if self.distributed.size > 1:
+        if shard_dataset and self.distributed.size > 1:
             dataset = dataset.shard(self.distributed.size, self.distributed.rank)
         return dataset
 
@@ -97,7 +106,25 @@ class EstimatorNativeContext(EstimatorContext):
 
     def __init__(self, core_context: Any, config: Dict[str, Any], hparams: Dict[str, Any], trial_seed: int) -> None:
         super().__init__(core_context, config, hparams, trial_seed)
-        self.serving_input_receiver_fns: Dict[str, Callable[..., Any]] = {}
+        self.serving_input_receiver_fns: Dict[str, ServingInputReceiverFn] = {}
+        # What train_and_evaluate runs: set by determined.experimental.estimator.init().
+        self._train_and_evaluate: Optional[Callable[[Any, Any, Any], Any]] = None
+
+    def train_and_evaluate(
+        self, estimator: tf.estimator.Estimator, train_spec: tf.estimator.TrainSpec, eval_spec: tf.estimator.EvalSpec
+    ) -> Any:
+        """Train and validate `estimator` as the experiment's searcher says (Determined 0.12/0.13's call on the
+        context; ``tf.estimator.train_and_evaluate`` does the same once ``init()`` returned this context).
+
+        Inside a trial this trains the trial and then ends the process; in local test mode it trains one
+        batch, validates and checkpoints, and returns ``(validation_metrics, [])``.
+        """
+        if self._train_and_evaluate is None:
+            raise errors.DeterminedError(
+                "train_and_evaluate() is for the context determined.experimental.estimator.init() returns; this "
+                "context was made without it"
+            )
+        return self._train_and_evaluate(estimator, train_spec, eval_spec)
 
 
 class EstimatorExperimentalContext:

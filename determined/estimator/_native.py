@@ -41,8 +41,10 @@ def run_native(context: EstimatorNativeContext, estimator: Any, train_spec: Any,
     EstimatorTrialController(trial_class, context).run()
 
 
-def intercept_train_and_evaluate(replacement: Callable[..., Any]) -> None:
-    """Make tf.estimator.train_and_evaluate (and its tf.compat.v1 alias) call `replacement`."""
+def intercept_train_and_evaluate(context: EstimatorNativeContext, replacement: Callable[..., Any]) -> None:
+    """Make `context.train_and_evaluate` and tf.estimator.train_and_evaluate (and its tf.compat.v1 alias) call
+    `replacement`."""
+    context._train_and_evaluate = replacement
     for namespace in (tf.estimator, tf.compat.v1.estimator):
         setattr(namespace, "train_and_evaluate", replacement)
 

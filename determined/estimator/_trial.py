@@ -1,19 +1,19 @@
 """EstimatorTrial: the class users subclass to train a tf.estimator.Estimator."""
 import abc
-from typing import Callable, Dict
+from typing import Dict
 
 import tensorflow as tf
 
 from determined._trial import Trial
-from determined.estimator._estimator_context import EstimatorTrialContext
+from determined.estimator._estimator_context import EstimatorTrialContext, ServingInputReceiverFn
 
 
 class EstimatorTrial(Trial):
     """tf.estimator trials are created by subclassing this abstract class.
 
-    EstimatorTrial supports TF 2.x; however it uses TensorFlow V1 behavior while the Estimator runs (its
-    graph is built with V1 variables, control flow and shapes), so there is no need to disable V2
-    behavior yourself.
+    EstimatorTrial supports TF 2.x; however it uses TensorFlow V1 behavior: the trial's methods run in a
+    graph, as under TF 1.x (``tf.compat.v1.placeholder`` works there), and the Estimator's graphs are built
+    with V1 variables, control flow and shapes, so there is no need to disable V2 behavior yourself.
     """
 
     trial_context_class = EstimatorTrialContext
@@ -45,7 +45,7 @@ class EstimatorTrial(Trial):
         """Specifies the tf.estimator.EvalSpec to be used for validation steps: its input_fn (returning a
         tf.data.Dataset) is evaluated for ``steps`` batches, or until the input ends if ``steps`` is None."""
 
-    def build_serving_input_receiver_fns(self) -> Dict[str, Callable[..., tf.estimator.export.ServingInputReceiver]]:
+    def build_serving_input_receiver_fns(self) -> Dict[str, ServingInputReceiverFn]:
         """Optionally returns a dict mapping names to serving_input_receiver_fns.
 
         Each function is used to export a SavedModel inference graph into every checkpoint, with

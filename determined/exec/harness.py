@@ -1,8 +1,9 @@
 """`python -m determined.exec.harness`: the entry point of every trial process.
 
-It reads DET_MASTER, DET_TRIAL_ID, DET_ALLOCATION_ID and DET_SESSION_TOKEN, fetches the trial's context and
-the experiment's model definition, unpacks it into a fresh work directory, and runs the trial: the config's
-`entrypoint` Trial class through its controller, or the Native API command's script. Exit status 0 when
+It reads DET_MASTER, DET_TRIAL_ID, DET_ALLOCATION_ID and DET_SESSION_TOKEN, fetches the trial's context (and
+sets the config's `environment.environment_variables`), fetches the experiment's model definition, unpacks it into
+a fresh work directory, runs its `startup-hook.sh` if it has one, and runs the trial: the config's `entrypoint`
+Trial class through its controller, or the Native API command's script. Exit status 0 when
 the trial finished or was preempted; 1 when the user's code failed; 3 when the master stayed unreachable.
 
 A trial on several slots runs one harness per slot under `python -m determined.exec.launch`, which sets
@@ -25,7 +26,11 @@ from determined import core, errors
 from determined.common import data_dir
 from determined.common.api import Session, http_client, make_url
 from determined.core._context import MASTER_RETRIES, hand_over_trial_context
+from determined.config import no_effect_notes
+from determined.exec._environment import apply_environment_variables
 from determined.exec._model_def import extract_model_def
+from determined.exec._startup_hook import StartupHookError, run_startup_hook
+from determined.exec._startup_hook import forget_status as forget_startup_hook_status
 
 logger = logging.getLogger("determined.harness")
 
@@ -75,6 +80,9 @@ def _run_native_command(command: List[str]) -> None:
             f"the Native API command's script {script!r} is not in the model directory"
         )
     sys.argv = list(command)
+    from determined.tensorflow import _tf1_compat
+
+    _tf1_compat.install_when_imported()  # TensorFlow 1.x idioms of the script, if it imports TensorFlow
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
@@ -84,15 +92,20 @@ def _run_native_command(command: List[str]) -> None:
 
 def _run(session: Session, trial_id: int) -> None:
     context: Dict[str, Any] = session.get(f"/trials/{trial_id}/context")
+    config: Dict[str, Any] = context["config"]
+    apply_environment_variables(config)  # may start this process again with them (PYTHON* variables)
     hand_over_trial_context(trial_id, context)
     experiment_id = int(context["experiment_id"])
-    config: Dict[str, Any] = context["config"]
     model_def = session.get(f"/experiments/{experiment_id}/model_def")
     work_dir = _make_work_dir(trial_id)
     previous_cwd = os.getcwd()
+    hook_ran = False
     try:
         extract_model_def(model_def["b64_tgz"], str(work_dir))
         os.chdir(work_dir)
+        for note in no_effect_notes(config):
+            logger.info("config: %s", note)
+        hook_ran = run_startup_hook(work_dir)
         sys.path.insert(0, str(work_dir))
         native_command: Optional[List[str]] = ((config.get("internal") or {}).get("native") or {}).get("command")
         logger.info(
@@ -108,6 +121,8 @@ def _run(session: Session, trial_id: int) -> None:
             with core.init() as core_context:
                 _execution.run_trial(trial_class, core_context)
     finally:
+        if hook_ran:
+            forget_startup_hook_status()
         os.chdir(previous_cwd)
         shutil.rmtree(work_dir, ignore_errors=True)
 
@@ -149,6 +164,9 @@ def main(client: Optional[httpx.Client] = None) -> int:
         logger.error("giving up: %s", e)
         print(f"harness: {e}", file=sys.stderr)
         return EXIT_MASTER_UNREACHABLE
+    except StartupHookError as e:
+        logger.error("trial %d failed: %s", trial_id, e)
+        return EXIT_USER_ERROR
     except BaseException as e:  # noqa: B036 -- the user's code may raise anything, even SystemExit(1)
         if isinstance(e, KeyboardInterrupt):
             raise

@@ -1,7 +1,9 @@
 """The Native API (create, create_trial_instance) and the client SDK (Determined and the objects it returns).
 
 The names are imported on first use (`from determined.experimental import Determined` works as before), so the
-CLI's helpers in this package do not pull in the whole SDK.
+CLI's helpers in this package do not pull in the whole SDK; `det.experimental.keras` and
+`det.experimental.estimator` (the Native APIs of tf.keras and tf.estimator) likewise, so that `import determined`
+imports no TensorFlow.
 """
 from determined.common.lazy import lazy_attributes
 
@@ -16,6 +18,8 @@ _LAZY = {
     "ModelOrderBy": "determined.experimental.client",
     "ModelSortBy": "determined.experimental.client",
     "TrialReference": "determined.experimental.client",
+    "keras": "determined.experimental.keras",
+    "estimator": "determined.experimental.estimator",
 }
 
 
@@ -34,3 +38,4 @@ __all__ = [
     "create",
     "create_trial_instance",
 ]
+

@@ -10,19 +10,20 @@ def configured_master(master: Optional[str] = None) -> Optional[str]:
     return master or os.environ.get("DET_MASTER") or os.environ.get("DET_MASTER_ADDR") or None
 
 
-def read_session(master: Optional[str] = None) -> Any:
+def read_session(master: Optional[str] = None, user: Optional[str] = None) -> Any:
     """A session for commands that only read or record.
 
     An explicit master is used over HTTP; otherwise a master running on the local data dir (its lock file);
     otherwise the data dir's database is read directly (determined.master.local_reads), and what is not a read
-    goes to the master's app opened in-process, with no background loops. The session authenticates by itself
-    (see determined.common.api.Session).
+    goes to the master's app opened in-process, with no background loops. The session authenticates by itself as
+    `user` (default: $DET_USER, else the last `det user login`, else `determined`; see
+    determined.common.api.Session).
     """
     url = configured_master(master)
     if url:
         from determined.common.api import Session
 
-        return Session(url)
+        return Session(url, user=user)
     data_dir = common.data_dir()
     if (data_dir / "master.lock").exists():
         from determined.common.api import Session
@@ -30,12 +31,14 @@ def read_session(master: Optional[str] = None) -> Any:
 
         running = embedded.running_master_url(data_dir)
         if running:
-            return Session(running)
+            return Session(running, user=user)
     from determined.master import local_reads
 
-    local = local_reads.open_local(data_dir)
+    local = local_reads.open_local(data_dir, user=user)
     if local is not None:
         return local
     from determined.master import embedded
 
-    return embedded.in_process_session(data_dir)
+    session = embedded.in_process_session(data_dir)
+    session.user = user
+    return session

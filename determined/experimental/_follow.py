@@ -20,26 +20,23 @@ def make_console() -> Any:
     return Console() if sys.stdout.isatty() else Console(width=200)
 
 
-def _hparam_names(trials: Sequence[Dict[str, Any]]) -> List[str]:
+def flat_hparams(hparams: Dict[str, Any], specs: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """A trial's hyperparameters with nested ones under dotted names (determined.config.flat_hparams decides, with
+    the experiment's section, what a group is; it is imported only when a value is a mapping)."""
+    if not any(isinstance(v, dict) for v in hparams.values()):
+        return dict(hparams)
+    from determined.config import flat_hparams as config_flat_hparams
+
+    return config_flat_hparams(hparams, specs)
+
+
+def _hparam_names(flat: Sequence[Dict[str, Any]]) -> List[str]:
     """Hyperparameters that differ between trials (all but global_batch_size when there is one trial), by name;
     nested hyperparameters by dotted names."""
-    flat = [flatten(t.get("hparams") or {}) for t in trials]
     names = sorted({k for h in flat for k in h})
-    if len(trials) <= 1:
+    if len(flat) <= 1:
         return [n for n in names if n != "global_batch_size"] or names
     return [n for n in names if len({repr(h.get(n)) for h in flat}) > 1]
-
-
-def flatten(hparams: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
-    """Nested hyperparameters as dotted names: `{"optim": {"lr": 0.1}}` -> `{"optim.lr": 0.1}`."""
-    out: Dict[str, Any] = {}
-    for key, value in hparams.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
 
 
 def status_of(trial: Dict[str, Any]) -> str:
@@ -50,7 +47,9 @@ def trials_table(experiment: Dict[str, Any], trials: Sequence[Dict[str, Any]]) -
     """Columns and rows of a trials table: key columns, then the hyperparameters that differ (left out first
     when the table does not fit)."""
     metric = experiment.get("searcher_metric") or "metric"
-    names = _hparam_names(trials)
+    specs = (experiment.get("config") or {}).get("hyperparameters")
+    flat = {t["id"]: flat_hparams(t.get("hparams") or {}, specs) for t in trials}
+    names = _hparam_names(list(flat.values()))
     best_id = experiment.get("best_trial_id")
     columns = [Column("Trial", KEY, align="right"), Column("State", KEY), Column("Batches", NUMBER),
                Column(f"Best {metric}", NUMBER), Column("Restarts", NUMBER, drop=2),
@@ -58,11 +57,10 @@ def trials_table(experiment: Dict[str, Any], trials: Sequence[Dict[str, Any]]) -
     columns += [Column(n, HPARAM) for n in names]
     rows = []
     for t in sorted(trials, key=lambda t: t["id"]):
-        flat = flatten(t.get("hparams") or {})
         duration = duration_between(t.get("start_time"), t.get("end_time")) if t.get("start_time") else None
         rows.append([f"{t['id']}{'*' if t['id'] == best_id else ''}", status_of(t), t.get("total_batches", 0),
                      t.get("best_validation"), t.get("restarts", 0), fmt_duration(duration),
-                     *[flat.get(n) for n in names]])
+                     *[flat[t["id"]].get(n) for n in names]])
     return columns, rows
 
 

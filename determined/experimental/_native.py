@@ -1,10 +1,11 @@
 """The Native API entry points of seed 002: create() and create_trial_instance()."""
+import contextlib
 import enum
 import os
 import pathlib
 import random
 import sys
-from typing import Any, Dict, List, Optional, Type
+from typing import Any, Dict, Iterator, List, Optional, Type, Union
 
 from determined import config as det_config, errors
 from determined.experimental import _run
@@ -47,6 +48,22 @@ def _native_command(command: Optional[List[str]], context_dir: str) -> List[str]
     return argv
 
 
+@contextlib.contextmanager
+def _working_dir(context_dir: str) -> Iterator[None]:
+    """Run the block with `context_dir` (when given) as the working directory, as the trials run the code."""
+    if not context_dir:
+        yield
+        return
+    if not pathlib.Path(context_dir).is_dir():
+        raise errors.DeterminedError(f"create(): context_dir {context_dir!r} is not a directory")
+    previous = os.getcwd()
+    os.chdir(context_dir)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 def test_config(raw: Dict[str, Any], seed: Optional[int] = None) -> Dict[str, Any]:
     """The cluster test-mode config of an experiment: one batch, one validation, one checkpoint."""
     canonical = det_config.load_experiment_config(raw)
@@ -57,7 +74,7 @@ def test_config(raw: Dict[str, Any], seed: Optional[int] = None) -> Dict[str, An
 
 def create(
     trial_def: Type[Any],
-    config: Optional[Dict[str, Any]] = None,
+    config: Optional[Union[Dict[str, Any], str, "os.PathLike[str]"]] = None,
     local: bool = False,
     test: bool = False,
     context_dir: str = "",
@@ -68,7 +85,8 @@ def create(
 
     Args:
         trial_def: A class definition implementing the ``determined.Trial`` interface.
-        config: A dictionary representing the experiment configuration to be associated with the experiment.
+        config: A dictionary representing the experiment configuration to be associated with the experiment
+            (or the path of a YAML config file, or its YAML text, read as YAML 1.2 like ``det experiment create``).
         local: A boolean indicating if training should be done locally. When ``False``, the experiment will be
             submitted to the Determined cluster (or, with no master configured, run on the embedded master of
             the local data dir). Defaults to ``False``.
@@ -85,9 +103,10 @@ def create(
     if os.environ.get("DET_TRIAL_ID"):
         return _execution.run_native_trial(trial_def)
 
-    raw = _jsonable(dict(config or {}))
+    raw = _jsonable(dict(det_config.config_from(config) if config is not None else {}))
     if local and test:
-        return _execution.test_one_batch(trial_def, raw)
+        with _working_dir(context_dir):
+            return _execution.test_one_batch(trial_def, raw)
 
     if not context_dir:
         if not local:

@@ -11,9 +11,12 @@ import numpy as np
 import tensorflow as tf
 
 from determined import errors, tensorflow as det_tf
+from determined._trial import construct_trial
 from determined._trial_loop import BatchLoop
-from determined.keras import _checkpoint, _data, _distributed
+from determined.config.hparams import GLOBAL_BATCH_SIZE_HOW
+from determined.keras import _checkpoint, _data, _distributed, callbacks as det_callbacks
 from determined.keras._tf_keras_context import TFKerasTrialContext
+from determined.tensorflow import _tf1_compat
 
 logger = logging.getLogger("determined.keras")
 
@@ -105,6 +108,11 @@ class TFKerasTrialController(BatchLoop):
             )
         self._read_config(context.get_experiment_config())
         self._native = bool(getattr(trial_class, "_det_native", False))
+        if not self._native and "global_batch_size" not in context.get_hparams():
+            raise errors.InvalidTrialError(
+                f"hyperparameters.global_batch_size: missing; a TFKerasTrial ({name}) batches its data with it: "
+                f"{GLOBAL_BATCH_SIZE_HOW}"
+            )
         self._rank = context.distributed.rank
         self._size = context.distributed.size
         # With several slots: the MultiWorkerMirroredStrategy that pre_execute_hook joined.
@@ -118,7 +126,7 @@ class TFKerasTrialController(BatchLoop):
                 )
 
         with self._scope():
-            self.trial = trial_class(context)
+            self.trial = construct_trial(trial_class, context)
             if not tf.executing_eagerly():
                 if self._size > 1:
                     raise errors.InvalidTrialError(
@@ -136,6 +144,9 @@ class TFKerasTrialController(BatchLoop):
             raise errors.InvalidTrialError(
                 f"{name}.keras_callbacks() must return a list of tf.keras.callbacks.Callback objects"
             )
+        for callback in callbacks:
+            if isinstance(callback, det_callbacks.TensorBoard):  # this trial's directory, whatever it was made with
+                callback.log_dir = str(self.core.train.get_tensorboard_path())
         self.callbacks = tf.keras.callbacks.CallbackList(
             list(callbacks), add_history=False, add_progbar=False, model=self.model
         )
@@ -150,11 +161,6 @@ class TFKerasTrialController(BatchLoop):
             self.trial.build_validation_data_loader(), batch_size=batch_size, training=False, seed=seed,
             where=f"{name}.build_validation_data_loader()",
         )
-        if not tf.executing_eagerly() and isinstance(self.training_loader, tf.data.Dataset):
-            raise errors.InvalidTrialError(
-                f"{name}: eager execution is disabled, so a tf.data.Dataset cannot be read batch by batch for "
-                "training; keep eager execution on, or return arrays or a Sequence"
-            )
         if isinstance(self.training_loader, tf.data.Dataset) and context._wrapped_datasets == 0:
             logger.warning(
                 "%s returns a tf.data.Dataset that was not passed to context.wrap_dataset(); wrap each dataset "
@@ -219,6 +225,15 @@ class TFKerasTrialController(BatchLoop):
             f"evaluate() gave: {', '.join(sorted(metrics)) or 'no metrics'}"
         )
 
+    def _config_names(self, metrics: Dict[str, float]) -> Dict[str, float]:
+        """`metrics` with the TF 1.x name of the searcher metric (`val_acc` for Keras 2.15's `val_accuracy`) when
+        the config asks for it, in training (`acc`) and validation metrics alike."""
+        name = self._searcher_metric
+        if not name:
+            return metrics
+        unprefixed = name[len(VALIDATION_PREFIX):] if name.startswith(VALIDATION_PREFIX) else None
+        return _tf1_compat.tf1_metric_aliases(metrics, (name, unprefixed))
+
     # -- training ------------------------------------------------------------------------------------
 
     def _train_one_batch(self) -> None:
@@ -226,7 +241,7 @@ class TFKerasTrialController(BatchLoop):
         if index == 0:
             self.callbacks.on_epoch_begin(epoch)
         self.callbacks.on_train_batch_begin(index)
-        x, y = batch[0], batch[1]
+        x, y = batch[0], batch[1] if len(batch) > 1 else None
         sample_weight = batch[2] if len(batch) == 3 else None
         if self._strategy is not None:
             logs = _distributed.train_step(self.model, batch)
@@ -234,7 +249,7 @@ class TFKerasTrialController(BatchLoop):
             logs = self.model.train_on_batch(x, y, sample_weight=sample_weight, reset_metrics=True, return_dict=True)
         else:  # the TF1-style training loop of graph mode returns a list in the order of metrics_names
             logs = _named(self.model, self.model.train_on_batch(x, y, sample_weight=sample_weight, reset_metrics=True))
-        metrics = {name: _number(name, value) for name, value in logs.items()}
+        metrics = self._config_names({name: _number(name, value) for name, value in logs.items()})
         self.steps_completed += 1
         self._window.add(metrics)
         self._epoch_window.add(metrics)
@@ -281,7 +296,7 @@ class TFKerasTrialController(BatchLoop):
             raise errors.InvalidTrialError(
                 f"the validation data loader of {self.trial_class.__name__} gave no metrics: it yielded no batches"
             )
-        metrics = {VALIDATION_PREFIX + name: _number(name, value) for name, value in logs.items()}
+        metrics = self._config_names({VALIDATION_PREFIX + name: _number(name, value) for name, value in logs.items()})
         if any(not math.isfinite(v) for v in metrics.values()):
             logger.warning("validation metrics after %d batches are not finite: %s", self.steps_completed, metrics)
         self._validated(metrics)

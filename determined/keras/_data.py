@@ -168,14 +168,49 @@ def _take(x: Any, rows: np.ndarray) -> Any:
     return x[rows]
 
 
+class _ArrayLikeAdapter(ArraySequence):
+    """Arrays as a ``tf.keras.utils.Sequence`` of batches, in order (the adapter of Determined 0.12/0.13, which
+    Native API scripts import): ``x`` an array, a list of arrays or a dict of arrays, ``y`` the targets,
+    ``sample_weights`` optional; ``drop_leftovers`` leaves out a last batch smaller than ``batch_size``."""
+
+    def __init__(
+        self,
+        x: "ArrayLike",
+        y: "ArrayLike",
+        batch_size: int,
+        sample_weights: Optional[np.ndarray] = None,
+        drop_leftovers: bool = False,
+    ) -> None:
+        super().__init__(x, y, sample_weights, batch_size, shuffle=False, seed=0, where="_ArrayLikeAdapter")
+        self.drop_leftovers = bool(drop_leftovers)
+        if self.drop_leftovers and self.n < self.batch_size:
+            raise errors.InvalidTrialError(
+                f"_ArrayLikeAdapter: drop_leftovers=True with {self.n} records and batch_size={self.batch_size} "
+                "leaves no batch; use a smaller batch size or drop_leftovers=False"
+            )
+
+    def __len__(self) -> int:
+        return self.n // self.batch_size if self.drop_leftovers else super().__len__()
+
+
+# The kinds of arrays a loader tuple holds, and the loaders a TFKerasTrial's build_*_data_loader() returns.
+ArrayLike = Union[np.ndarray, List[np.ndarray], Dict[str, np.ndarray]]
+InputData = Union[tf.keras.utils.Sequence, tf.data.Dataset, SequenceAdapter, tuple]
 Loader = Union[ArraySequence, tf.keras.utils.Sequence, SequenceAdapter, tf.data.Dataset]
+
+
+def _cardinality(dataset: tf.data.Dataset) -> int:
+    cardinality = dataset.cardinality()
+    if tf.executing_eagerly():
+        return int(cardinality)
+    return int(tf.compat.v1.keras.backend.get_session().run(cardinality))
 
 
 def adapt_loader(loader: Any, *, batch_size: Optional[int], training: bool, seed: int, where: str) -> Loader:
     """The loader a trial returned, checked, with a tuple of arrays turned into an ArraySequence."""
     if isinstance(loader, (SequenceAdapter, tf.data.Dataset)):
         if isinstance(loader, tf.data.Dataset) and not training:
-            if loader.cardinality() == tf.data.INFINITE_CARDINALITY:
+            if _cardinality(loader) == tf.data.INFINITE_CARDINALITY:
                 raise errors.InvalidTrialError(
                     f"{where} returned an infinite tf.data.Dataset (repeat() without a count); validation "
                     "reads the dataset to its end, so drop the repeat()"
@@ -202,14 +237,16 @@ def adapt_loader(loader: Any, *, batch_size: Optional[int], training: bool, seed
 
 
 def check_batch(batch: Any, where: str) -> Tuple[Any, ...]:
-    """A batch as the tuple (inputs, targets) or (inputs, targets, sample_weights)."""
+    """A batch as the tuple (inputs,), (inputs, targets) or (inputs, targets, sample_weights), as Keras reads it:
+    a batch that is not a tuple is the inputs alone (for a model whose train_step needs no targets, a GAN say)."""
     if isinstance(batch, list):
         batch = tuple(batch)
-    if not isinstance(batch, tuple) or len(batch) not in (2, 3):
+    if not isinstance(batch, tuple):
+        return (batch,)
+    if len(batch) not in (1, 2, 3):
         raise errors.InvalidTrialError(
-            f"{where} yielded {type(batch).__name__}"
-            f"{f' of {len(batch)} items' if isinstance(batch, tuple) else ''}; every batch must be a tuple "
-            "(inputs, targets) or (inputs, targets, sample_weights)"
+            f"{where} yielded a tuple of {len(batch)} items; every batch must be a tuple (inputs, targets) or "
+            "(inputs, targets, sample_weights), or the inputs alone"
         )
     return batch
 
@@ -265,6 +302,25 @@ def _forked_item(index: int) -> Any:
     return _FORKED_SEQUENCE[index]
 
 
+class GraphDatasetReader:
+    """The batches of a tf.data.Dataset in graph mode (eager execution disabled), where a dataset cannot be
+    iterated in Python: one initializable iterator in the Keras session's graph, run in that session."""
+
+    def __init__(self, dataset: tf.data.Dataset) -> None:
+        self._iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+        self._next = self._iterator.get_next()
+
+    def epoch(self) -> Iterator[Any]:
+        """The batches of one pass over the dataset, from its beginning."""
+        session = tf.compat.v1.keras.backend.get_session()
+        session.run(self._iterator.initializer)
+        while True:
+            try:
+                yield session.run(self._next)
+            except tf.errors.OutOfRangeError:
+                return
+
+
 class TrainingStream:
     """Endless training batches, epoch after epoch, from a position given in batches since the trial began.
 
@@ -289,6 +345,7 @@ class TrainingStream:
         self._peeked: Any = None
         self._dataset_epoch = 0
         self._dataset_index = 0
+        self._graph_reader: Optional[GraphDatasetReader] = None
 
     @property
     def epoch_len(self) -> Optional[int]:
@@ -358,7 +415,12 @@ class TrainingStream:
 
     def _next_from_dataset(self) -> Tuple[Tuple[Any, ...], int, int, bool]:
         if self._dataset_iter is None:
-            self._dataset_iter = iter(self.loader)
+            if tf.executing_eagerly():
+                self._dataset_iter = iter(self.loader)
+            else:
+                if self._graph_reader is None:
+                    self._graph_reader = GraphDatasetReader(self.loader)
+                self._dataset_iter = self._graph_reader.epoch()
             self._peeked = next(self._dataset_iter, None)
             if self._peeked is None:
                 raise errors.InvalidTrialError(f"{self.where} returned an empty tf.data.Dataset")
@@ -386,7 +448,7 @@ class TrainingStream:
 
 def evaluate_kwargs(loader: Loader) -> Dict[str, Any]:
     """The arguments of `model.evaluate` that read the whole validation loader."""
-    if isinstance(loader, ArraySequence):
+    if isinstance(loader, ArraySequence) and not getattr(loader, "drop_leftovers", False):
         kwargs: Dict[str, Any] = {"x": loader.x, "y": loader.y, "batch_size": loader.batch_size}
         if loader.sample_weight is not None:
             kwargs["sample_weight"] = loader.sample_weight

@@ -25,9 +25,8 @@ def _tuples(value: Any) -> Any:
 
 
 def _data(batch: Any) -> Any:
-    x, y = batch[0], batch[1]
-    sample_weight = batch[2] if len(batch) == 3 else None
-    return _tuples((x, y) if sample_weight is None else (x, y, sample_weight))
+    """A checked batch ((x,), (x, y) or (x, y, sample_weight)) as the structure Keras's train step unpacks."""
+    return _tuples(tuple(batch))
 
 
 def _numbers(logs: Dict[str, Any]) -> Dict[str, Any]:

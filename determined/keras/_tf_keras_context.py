@@ -16,6 +16,7 @@ class TFKerasContext:
 
     def _init_wrappers(self) -> None:
         self._wrapped_models: List[tf.keras.Model] = []
+        self._wrapped_optimizers: List[Any] = []
         self._wrapped_datasets = 0
 
     def wrap_model(self, model: Any) -> Any:
@@ -38,6 +39,26 @@ class TFKerasContext:
         if not any(model is m for m in self._wrapped_models):
             self._wrapped_models.append(model)
         return model
+
+    def wrap_optimizer(self, optimizer: Any) -> Any:
+        """This should be used to wrap optimizer objects immediately after they have been created (Determined
+        0.14+); use the return value in place of the original optimizer, e.g. in ``model.compile()``.
+
+        With several slots the trial's MultiWorkerMirroredStrategy averages the gradients, so the optimizer comes
+        back as it is.
+
+        Args:
+            optimizer: a tf.keras optimizer
+        """
+        kinds: Any = (tf.keras.optimizers.Optimizer, tf.keras.optimizers.legacy.Optimizer)
+        if not isinstance(optimizer, kinds):
+            raise errors.InvalidTrialError(
+                f"wrap_optimizer() takes a tf.keras optimizer (tf.keras.optimizers.* or tf.keras.optimizers.legacy.*), "
+                f"got {type(optimizer).__name__}"
+            )
+        if not any(optimizer is o for o in self._wrapped_optimizers):
+            self._wrapped_optimizers.append(optimizer)
+        return optimizer
 
     def wrap_dataset(self, dataset: Any, shard_dataset: bool = True) -> Any:
         """This should be used to wrap ``tf.data.Dataset`` objects immediately after they have been created.

@@ -1,14 +1,12 @@
 """TFKerasTrial: the class users subclass to train a tf.keras model."""
 import abc
-from typing import Any, List, Union
+from typing import Any, List
 
 import tensorflow as tf
 
 from determined._trial import Trial
-from determined.keras._data import SequenceAdapter
+from determined.keras._data import InputData
 from determined.keras._tf_keras_context import TFKerasTrialContext
-
-TFKerasLoader = Union[tf.keras.utils.Sequence, tf.data.Dataset, SequenceAdapter, tuple]
 
 
 class TFKerasTrial(Trial):
@@ -39,7 +37,7 @@ class TFKerasTrial(Trial):
         """
 
     @abc.abstractmethod
-    def build_training_data_loader(self) -> TFKerasLoader:
+    def build_training_data_loader(self) -> InputData:
         """Defines the data loader to use during training.
 
         Should return one of the following:
@@ -60,7 +58,7 @@ class TFKerasTrial(Trial):
         """
 
     @abc.abstractmethod
-    def build_validation_data_loader(self) -> TFKerasLoader:
+    def build_validation_data_loader(self) -> InputData:
         """Defines the data loader to use during validation: one of the same five kinds as
         build_training_data_loader(). Validation reads it to its end."""
 

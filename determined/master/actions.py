@@ -1,12 +1,20 @@
 """What users do to experiments and trials: create, activate, pause, cancel, kill, archive."""
+import logging
 import time
 from typing import Any, Dict, Mapping, Optional
 
 from sqlalchemy.orm import Session
 
 from determined import searcher
-from determined.config import InvalidExperimentConfig, default_checkpoint_storage, load_experiment_config
-from determined.master import states
+from determined.config import (
+    InvalidExperimentConfig,
+    default_checkpoint_storage,
+    load_config_text,
+    load_experiment_config,
+    no_effect_notes,
+)
+from determined.config.storage import UNREACHABLE_TYPES, complete_storage
+from determined.master import names, states
 from determined.master.db import Experiment, Trial
 from determined.master.experiment import (
     _check_done,
@@ -21,17 +29,25 @@ from determined.master.experiment import (
 )
 from determined.master.problems import RequestProblem
 
+logger = logging.getLogger("determined.master")
+
 
 def canonical_config(raw: Any, data_dir: str) -> Dict[str, Any]:
-    """Validate a user config and fill in what the master decides: checkpoint storage and experiment seed."""
-    if not isinstance(raw, Mapping):
-        raise RequestProblem(400, "invalid experiment config", [f"config: expected a mapping, got {type(raw).__name__}"])
+    """Validate a user config (a mapping, or its YAML text) and fill in what the master decides: checkpoint storage
+    (its default, also for a type it cannot reach) and experiment seed."""
     try:
+        if isinstance(raw, str):
+            raw = load_config_text(raw, "config")
+        if not isinstance(raw, Mapping):
+            raise InvalidExperimentConfig([f"config: expected a mapping or its YAML text, got {type(raw).__name__}"])
         config = load_experiment_config(raw)
     except InvalidExperimentConfig as e:
-        raise RequestProblem(400, "invalid experiment config", list(e.problems)) from None
-    if config.get("checkpoint_storage") is None:
-        config["checkpoint_storage"] = default_checkpoint_storage(str(data_dir), "checkpoints")
+        raise RequestProblem(400, e.header, list(e.problems)) from None
+    storage = config.get("checkpoint_storage")
+    if storage is not None and storage.get("type") in UNREACHABLE_TYPES:
+        for note in no_effect_notes({"checkpoint_storage": storage}):
+            logger.warning("%s", note)
+    config["checkpoint_storage"] = complete_storage(storage, default_checkpoint_storage(str(data_dir), "checkpoints"))
     reproducibility = config.setdefault("reproducibility", {}) or {}
     config["reproducibility"] = reproducibility
     if reproducibility.get("experiment_seed") is None:
@@ -40,6 +56,9 @@ def canonical_config(raw: Any, data_dir: str) -> Dict[str, Any]:
         searcher.make_search_method(config["searcher"])
     except ValueError as e:
         raise RequestProblem(400, "invalid experiment config", [str(e)]) from None
+    problems = names.experiment_config_problems(config)
+    if problems:
+        raise RequestProblem(400, "invalid experiment config", problems)
     return config
 
 

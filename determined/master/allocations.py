@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined import searcher
-from determined.master import states, trial_notes
+from determined.master import log_policies, states, trial_notes
 from determined.master.db import Experiment, Trial, utcnow
 from determined.master.experiment import (
     _check_done,
@@ -21,7 +21,10 @@ from determined.master.experiment import (
 
 logger = logging.getLogger("determined.master")
 
-EARLY_EXIT_STATES = {"ERRORED": states.ERROR, "USER_CANCELED": states.CANCELED, "INVALID_HP": states.CANCELED}
+EARLY_EXIT_STATES = {"ERRORED": states.ERROR, "USER_CANCELED": states.CANCELED, "INVALID_HP": states.CANCELED,
+                     "USER_REQUESTED_STOP": states.COMPLETED}
+# What the search method hears of a reported early exit: a stop the trial requested is an early exit to it.
+SEARCHER_REASONS = {"USER_REQUESTED_STOP": searcher.ExitedReason.USER_CANCELED.value}
 
 
 def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
@@ -76,7 +79,7 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
             finish_trial(s, exp, trial, states.CANCELED, searcher.ExitedReason.USER_CANCELED.value)
         return
     if reason is not None:
-        finish_trial(s, exp, trial, EARLY_EXIT_STATES[reason], reason)
+        finish_trial(s, exp, trial, EARLY_EXIT_STATES[reason], SEARCHER_REASONS.get(reason, reason))
         return
     if returncode == 0 and trial.close_requested and not pending_operations(s, trial.id):
         finish_trial(s, exp, trial, states.COMPLETED, None)
@@ -84,26 +87,37 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     if (returncode == 0 and preempted) or master_stopping:
         rollback_to_checkpoint(s, exp, trial)
         return
-    _failed(s, exp, trial, returncode)
+    _failed(s, exp, trial, returncode, allocation_id)
 
 
-def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int) -> None:
-    trial.restarts += 1
+def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int, allocation_id: str) -> None:
+    """A run failed: restart the trial from its latest checkpoint, or end it in ERROR when it has used its
+    `max_restarts` restarts or a `cancel_retries` log policy matched its logs. `trial.restarts` counts the
+    restarts that happened, the number the trial's logs tell (one "restart N of M" line each)."""
+    failed = f"run {trial.runs} failed with exit code {returncode}"
+    canceled_by = log_policies.cancels_retries(trial, allocation_id)
     max_restarts = int(exp.config.get("max_restarts", 5))
-    if trial.restarts > max_restarts:
-        logger.warning("trial %s failed (exit code %s) after %s restarts: ERROR", trial.id, returncode, max_restarts)
-        trial_notes.note(s, trial.id, f"run {trial.runs} failed with exit code {returncode}; no restart left "
-                                      f"(max_restarts {max_restarts}): the trial is ERROR")
+    if canceled_by is not None or trial.restarts >= max_restarts:
+        if canceled_by is not None:
+            policy = repr(canceled_by.get("name") or canceled_by.get("line"))
+            logger.warning("trial %s failed (exit code %s); log policy %s (cancel_retries) matched its logs: not "
+                           "restarted: ERROR", trial.id, returncode, policy)
+            trial_notes.note(s, trial.id, f"{failed}; log policy {policy} (cancel_retries) matched its logs: "
+                                          "not restarted")
+        else:
+            logger.warning("trial %s failed (exit code %s) after %s restart(s) (max_restarts: %s): ERROR",
+                           trial.id, returncode, trial.restarts, max_restarts)
+            trial_notes.note(s, trial.id, f"{failed}; no restart left (max_restarts {max_restarts})")
         rollback_to_checkpoint(s, exp, trial)
         finish_trial(s, exp, trial, states.ERROR, searcher.ExitedReason.ERRORED.value)
         return
-    logger.warning("trial %s failed (exit code %s); restart %s of %s from its latest checkpoint",
-                   trial.id, returncode, trial.restarts, max_restarts)
+    trial.restarts += 1
     rollback_to_checkpoint(s, exp, trial)
     start = (f"checkpoint {trial.latest_checkpoint_uuid} (batch {trial.total_batches})" if trial.latest_checkpoint_uuid
              else "the start (no checkpoint yet)")
-    trial_notes.note(s, trial.id, f"run {trial.runs} failed with exit code {returncode}; restart {trial.restarts} of "
-                                  f"{max_restarts} from {start}")
+    logger.warning("trial %s failed (exit code %s): restart %s of %s, from %s", trial.id, returncode, trial.restarts,
+                   max_restarts, start)
+    trial_notes.note(s, trial.id, f"{failed}; restart {trial.restarts} of {max_restarts} from {start}")
 
 
 def recover(s: Session) -> int:

@@ -6,10 +6,11 @@ from typing import Any, AsyncIterator, Optional, Sequence
 
 import sqlalchemy.exc
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 import determined
-from determined.master import auth, users
+from determined.master import auth, login_throttle, request_limits, users, web_security
 from determined.master import ui
 from determined.master.api import api_router, checkpoints, cluster, insights, models
 from determined.master.api import users as users_api
@@ -31,6 +32,7 @@ def create_app(
     preemption_timeout: Optional[float] = None,
     warn_blank_passwords: bool = False,
     resource_manager: Optional[ResourceManagerFactory] = None,
+    allowed_hosts: Optional[Sequence[str]] = None,
 ) -> FastAPI:
     """The REST API over the data dir's database (migrated on creation).
 
@@ -39,6 +41,8 @@ def create_app(
     the app only reads and records (list, describe, create without running), e.g. in-process for the CLI.
     Every /api/ route but login and /master/info needs a bearer token (determined.master.auth);
     `warn_blank_passwords` logs a warning at start while a default user has a blank password (servers).
+    `allowed_hosts` (web_security.allowed_hosts) turns on the Host check of a master served on a socket.
+    Every response carries the security headers; request bodies are bounded (request_limits.py).
     """
     kwargs: Any = {}
     if preemption_timeout is not None:
@@ -57,19 +61,37 @@ def create_app(
         try:
             yield
         finally:
+            app.state.hash_pool.shutdown()
             if run_scheduler:
                 master.stop()
 
     app = FastAPI(title="Determined master", version=determined.__version__, lifespan=lifespan)
     app.state.master = master
+    app.state.login_throttle = login_throttle.LoginThrottle()
+    app.state.hash_pool = login_throttle.HashPool()
     app.include_router(api_router)
     app.include_router(registry_router)
     app.include_router(ui.router)
     app.include_router(users_router)
+    # The last added runs first: headers on every answer, then the Host check, then who sends it, and only then
+    # is a body read (within its route's limit).
+    app.add_middleware(request_limits.RequestLimitMiddleware)
     app.add_middleware(auth.AuthMiddleware, resolver=auth.TrialPrincipalCache(lambda token: _resolve(master, token)))
+    if allowed_hosts is not None:
+        app.add_middleware(web_security.HostAllowListMiddleware, hosts=list(allowed_hosts))
+    app.add_middleware(web_security.SecurityHeadersMiddleware)
     app.add_exception_handler(OverflowError, _out_of_range)
     app.add_exception_handler(sqlalchemy.exc.DataError, _out_of_range)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     return app
+
+
+async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422, without echoing the client's input (which may be huge)."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    detail = [{"loc": [str(x)[:100] for x in e.get("loc", ())][:10], "msg": request_limits.clip(e.get("msg", ""), 300),
+               "type": str(e.get("type", ""))[:100]} for e in list(errors)[:request_limits.MAX_ERROR_PROBLEMS]]
+    return JSONResponse(status_code=422, content={"detail": detail})
 
 
 async def _out_of_range(_request: Request, exc: Exception) -> JSONResponse:

@@ -21,8 +21,9 @@ from fastapi import HTTPException, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from determined.master.db import AuthToken, Experiment, Trial, User, utcnow
+from determined.master.db import AuthToken, Experiment, Model, Trial, User, utcnow
 from determined.master.problems import RequestProblem
+from determined.master.request_limits import bounded_detail
 
 DEFAULT_TOKEN_LIFETIME = datetime.timedelta(days=7)
 TOKEN_LIFETIME_ENV = "DET_TOKEN_LIFETIME"
@@ -156,14 +157,31 @@ def check_admin(principal: Principal, what: str) -> None:
         raise RequestProblem(403, f"only an admin may {what}; {principal.username!r} is not an admin")
 
 
+def check_owner(principal: Principal, owner: Optional[str], thing: str, what: str, kind: str) -> None:
+    """Only the owner of `thing` or an admin may `what` it; a trial's token never may (it only reports)."""
+    if principal.is_trial:
+        raise RequestProblem(403, f"a trial's token cannot {what} {kind}")
+    if principal.admin or (owner and principal.username == owner):
+        return
+    shown = repr(owner) if owner else "an admin"
+    raise RequestProblem(403, f"{thing} is owned by {shown}; only {shown} or an admin may {what} it "
+                              f"(you are {principal.username!r})")
+
+
 def check_experiment_owner(principal: Principal, exp: Experiment, what: str = "change") -> None:
     """Only the experiment's owner or an admin may change it (a trial token never may)."""
-    if principal.is_trial:
-        raise RequestProblem(403, f"a trial's token cannot {what} experiments")
-    if principal.admin or principal.username == exp.owner:
-        return
-    raise RequestProblem(403, f"experiment {exp.id} is owned by {exp.owner!r}; only {exp.owner!r} or an admin "
-                              f"may {what} it (you are {principal.username!r})")
+    check_owner(principal, exp.owner, f"experiment {exp.id}", what, "experiments")
+
+
+def check_model_owner(principal: Principal, model: Model, what: str = "change") -> None:
+    """Only a model's owner or an admin may change it (its description, metadata, versions)."""
+    check_owner(principal, model.owner, f"model {model.name!r}", what, "models")
+
+
+def check_checkpoint_owner(principal: Principal, exp: Optional[Experiment], uuid: str, what: str) -> None:
+    """A checkpoint follows its experiment: only the experiment's owner or an admin may change its metadata."""
+    thing = f"checkpoint {uuid} (of experiment {exp.id})" if exp is not None else f"checkpoint {uuid}"
+    check_owner(principal, exp.owner if exp is not None else None, thing, what, "checkpoints")
 
 
 def check_trial_reporter(principal: Principal, s: Session, trial: Trial, *, write: bool) -> None:
@@ -186,7 +204,8 @@ def check_trial_reporter(principal: Principal, s: Session, trial: Trial, *, writ
 
 
 def _problem_as_http(problem: RequestProblem) -> HTTPException:
-    return HTTPException(status_code=problem.status, detail={"message": problem.message, "problems": problem.problems})
+    message, problems = bounded_detail(problem.message, problem.problems)
+    return HTTPException(status_code=problem.status, detail={"message": message, "problems": problems})
 
 
 def experiment_owner_only(request: Request, experiment_id: int) -> None:

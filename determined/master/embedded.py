@@ -14,6 +14,7 @@ import uvicorn
 
 from determined import errors
 from determined.common.api import Session
+from determined.master import web_security
 from determined.master.app import create_app
 from determined.master.master import Master
 from determined.master.rm import Slots
@@ -189,11 +190,13 @@ def start(
     port: int = 0,
     warn_blank_passwords: bool = False,
     resource_manager: Optional[ResourceManagerFactory] = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> EmbeddedMaster:
     """Start a master for `data_dir` in this process: migrations, API on `host`:`port` (0: a free port), scheduler.
 
     Experiments left ACTIVE in the database resume. `trial_command` replaces the harness (tests only);
     `resource_manager` builds the resource manager from (work root, log sink) (default: the local one).
+    It answers only requests for its own host names, plus `allowed_hosts` (web_security.allowed_hosts).
     """
     root = pathlib.Path(data_dir).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -204,7 +207,8 @@ def start(
         url = f"http://{_reachable_host(host)}:{sock.getsockname()[1]}"
         app = create_app(root, db_url, run_scheduler=True, url=url, slots=slots, trial_command=trial_command,
                          preemption_timeout=preemption_timeout, warn_blank_passwords=warn_blank_passwords,
-                         resource_manager=resource_manager)
+                         resource_manager=resource_manager,
+                         allowed_hosts=web_security.allowed_hosts(host, allowed_hosts))
         master: Master = app.state.master
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)

@@ -95,7 +95,7 @@ def _database_path(data_dir: pathlib.Path) -> Optional[pathlib.Path]:
     return data_dir / "determined.db"
 
 
-def open_local(data_dir: "str | os.PathLike[str]") -> Optional["LocalSession"]:
+def open_local(data_dir: "str | os.PathLike[str]", user: Optional[str] = None) -> Optional["LocalSession"]:
     """A LocalSession on the data dir's database, or None when the in-process app must answer (see above)."""
     data_dir = pathlib.Path(data_dir)
     path = _database_path(data_dir)
@@ -109,14 +109,15 @@ def open_local(data_dir: "str | os.PathLike[str]") -> Optional["LocalSession"]:
     if row is None or row[0] != head_revision():
         connection.close()
         return None
-    return LocalSession(data_dir, connection)
+    return LocalSession(data_dir, connection, user)
 
 
 class LocalSession:
     """What the CLI and the SDK need of a Session (`get`, `post`, `patch`, `delete`), reading locally."""
 
-    def __init__(self, data_dir: pathlib.Path, connection: sqlite3.Connection) -> None:
+    def __init__(self, data_dir: pathlib.Path, connection: sqlite3.Connection, user: Optional[str] = None) -> None:
         self.data_dir = data_dir.resolve()
+        self.user = user  # who the in-process app authenticates as, when a command needs it
         self.master = f"local:{self.data_dir}"
         self.reader = SqliteReader(connection)
         self._app_session: Optional[Any] = None
@@ -126,6 +127,7 @@ class LocalSession:
             from determined.master.embedded import in_process_session
 
             self._app_session = in_process_session(self.data_dir)
+            self._app_session.user = self.user
         return self._app_session
 
     def _read(self, path: str, params: Optional[Dict[str, Any]]) -> Tuple[bool, Any]:
@@ -137,7 +139,8 @@ class LocalSession:
             match = pattern.fullmatch(path)
             if match:
                 try:
-                    return True, handler(self.reader, match, dict(params or {}))
+                    answer = handler(self.reader, match, dict(params or {}))
+                    return True, answer.answer() if isinstance(answer, reads.Listing) else answer
                 except RequestProblem as e:
                     cls = errors.NotFoundError if e.status == 404 else errors.APIError
                     raise cls(e.status, e.message, e.problems) from None

@@ -17,6 +17,7 @@ from determined import errors
 from determined.master import allocations, scheduler, states, trial_notes
 from determined.master import gc as checkpoint_gc
 from determined.master.db import Experiment, Trial, engine as db_engine
+from determined.master.log_policies import LogPolicyMonitor
 from determined.master.logs import LogWriter
 from determined.master.experiment import progress_now
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
@@ -149,12 +150,14 @@ class Master:
         self.poll_interval = poll_interval
         self.rm: Optional[ResourceManager] = None
         self.log_writer: Optional[LogWriter] = None
+        self.log_policies = LogPolicyMonitor()
         if run_scheduler:
             self.log_writer = LogWriter(self._writes)
+            sink = self.log_policies.wrap(self.log_writer.add)  # log_policies see every line of a trial
             if resource_manager is not None:  # e.g. the Ray resource manager (rm/ray.py)
-                self.rm = resource_manager(str(self.data_dir / "work"), self.log_writer.add)
+                self.rm = resource_manager(str(self.data_dir / "work"), sink)
             else:
-                self.rm = LocalResourceManager(str(self.data_dir / "work"), self.log_writer.add,
+                self.rm = LocalResourceManager(str(self.data_dir / "work"), sink,
                                                slots=slots if slots is not None else detect_slots(),
                                                trial_command=trial_command)
         self._wake = threading.Event()
@@ -289,7 +292,7 @@ class Master:
                 if trial.state == states.STOPPING_KILLED:
                     self.rm.kill(str(trial.allocation_id))
                 elif trial.preempt_requested:
-                    self.rm.preempt(str(trial.allocation_id), self.preemption_timeout)
+                    self.rm.preempt(str(trial.allocation_id), self._preemption_timeout_of(s, trial))
         self.rm.enforce_deadlines()
         if not self._stop_requested.is_set():
             self._schedule()
@@ -316,16 +319,28 @@ class Master:
                     if exp is not None and not exp.searcher_shutdown and exp.state not in states.EXPERIMENT_TERMINAL:
                         exp.progress = value
 
+    def _preemption_timeout_of(self, s: Session, trial: Trial) -> float:
+        """How long a preempted run may take to checkpoint and exit: its experiment's `preemption_timeout`
+        (Determined 0.37+), else the master's."""
+        exp = s.get(Experiment, trial.experiment_id)
+        own = (exp.config or {}).get("preemption_timeout") if exp is not None else None
+        return float(own) if own else self.preemption_timeout
+
     def _reap(self, *, master_stopping: bool = False) -> None:
         assert self.rm is not None
         exits = self.rm.poll_exited()
         if not exits:
+            if self.log_policies.has_pending():
+                with self.write(wake=False) as s:
+                    self.log_policies.record(s)
             return
         if self.log_writer is not None:
             self.log_writer.flush()
         with self.write() as s:
+            self.log_policies.record(s)  # a run's matches count before its exit is handled (cancel_retries)
             for trial_id, allocation_id, code in exits:
                 logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
+                self.log_policies.forget(trial_id, allocation_id)
                 allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
 
     def _schedule(self) -> None:
@@ -338,6 +353,7 @@ class Master:
                     exp = s.get(Experiment, trial.experiment_id)
                     assert exp is not None
                     allocation_id, token = allocations.start_allocation(s, trial)
+                    self.log_policies.watch(trial.id, allocation_id, exp.config)
                     launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp)))
         for trial_id, exp_id, allocation_id, token, slots in launches:
             try:

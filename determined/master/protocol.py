@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 import determined
-from determined.master import states, trial_notes
+from determined.master import names, registry, states, trial_notes
 from determined.master.db import Checkpoint, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics, utcnow
 from determined.master.experiment import (
     _better,
@@ -22,7 +22,7 @@ from determined.master.experiment import (
 )
 from determined.master.problems import RequestProblem, not_found
 
-EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP")
+EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP", "USER_REQUESTED_STOP")
 
 
 def authorize(trial: Trial, token: Optional[str]) -> None:
@@ -101,6 +101,7 @@ def report_training(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[s
     batch_metrics = body.get("batch_metrics") or []
     if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
         raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
+    _check_metric_names(metrics, batch_metrics)
     s.add(TrainingMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics),
                           batch_metrics=_json_safe(batch_metrics), end_time=utcnow()))
     trial.total_batches = max(trial.total_batches, steps)
@@ -126,6 +127,7 @@ def training_report(trial_id: int, token: str, body: Mapping[str, Any]) -> Train
     batch_metrics = body.get("batch_metrics") or []
     if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
         raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
+    _check_metric_names(metrics, batch_metrics)
     return TrainingReport(trial_id, token, steps, _dumps(metrics), _dumps(batch_metrics), utcnow())
 
 
@@ -181,6 +183,7 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     metrics = body.get("metrics")
     if not isinstance(metrics, Mapping):
         raise RequestProblem(400, "validation metrics: expected an object of metrics")
+    _check_metric_names(metrics)
     exp = get_experiment(s, trial.experiment_id)
     name = exp.config["searcher"]["metric"]
     smaller = bool(exp.config["searcher"].get("smaller_is_better", True))
@@ -217,6 +220,7 @@ def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     metadata = body.get("metadata") or {}
     if not isinstance(resources, Mapping) or not isinstance(metadata, Mapping):
         raise RequestProblem(400, "checkpoint: resources and metadata must be objects")
+    registry.check_metadata_size(metadata)
     existing = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
     if existing is not None:
         if existing.trial_id != trial.id:
@@ -248,6 +252,14 @@ def preemption_signal(s: Session, allocation_id: str) -> Dict[str, Any]:
     if trial is None:
         return {"preempt": True}  # an allocation that is no longer current must stop
     return {"preempt": bool(trial.preempt_requested)}
+
+
+def _check_metric_names(metrics: Mapping[str, Any], batch_metrics: Sequence[Any] = ()) -> None:
+    keys = set(metrics)
+    for batch in batch_metrics:
+        if isinstance(batch, Mapping):
+            keys.update(batch)
+    names.check_metric_names(keys, "metrics")
 
 
 def _int(body: Mapping[str, Any], key: str) -> int:

@@ -2,9 +2,11 @@
 SQLAlchemy session, and the CLI computes the same answers from a data dir no master runs on
 (determined/master/local_reads.py) without starting the server stack.
 
-Each function raises `RequestProblem` (404 and 400 with the reason) as the routes answer.
+Each function raises `RequestProblem` (404 and 400 with the reason) as the routes answer. Lists come as a
+`Listing` (its rows and how to show one), so that the master can leave out a row that cannot be shown
+(api/_deps.json_list) and the CLI can take the whole answer (`Listing.answer()`).
 """
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 from determined.master import serialize
 from determined.master.dbread import (
@@ -45,6 +47,19 @@ def check_checkpoint_states(values: Optional[Iterable[str]]) -> List[str]:
     return out
 
 
+class Listing(NamedTuple):
+    """A list answer: `{key: [render(row) for row in rows], **extra}`; `ident` names a row in errors."""
+
+    key: str
+    rows: Sequence[Any]
+    render: Callable[[Any], Dict[str, Any]]
+    ident: Callable[[Any], Any]
+    extra: Optional[Dict[str, Any]] = None
+
+    def answer(self) -> Dict[str, Any]:
+        return {self.key: [self.render(row) for row in self.rows], **(self.extra or {})}
+
+
 # ---------------------------------------------------------------- experiments and trials
 
 
@@ -62,11 +77,11 @@ def trial_row(db: Reader, trial_id: int) -> Row:
     return trial
 
 
-def experiments(db: Reader) -> Dict[str, Any]:
+def experiments(db: Reader) -> Listing:
     """`GET /experiments`."""
     rows = db.rows(f"SELECT {EXPERIMENT_COLUMNS} FROM experiments ORDER BY id")
     counts = serialize.trial_counts(db, [e.id for e in rows]) if rows else {}
-    return {"experiments": [serialize.experiment(db, e, counts.get(e.id, 0)) for e in rows]}
+    return Listing("experiments", rows, lambda e: serialize.experiment(db, e, counts.get(e.id, 0)), lambda e: e.id)
 
 
 def experiment(db: Reader, experiment_id: int) -> Dict[str, Any]:
@@ -86,11 +101,14 @@ def _checkpoints(db: Reader, where: str, order: str, states: Optional[Iterable[s
     return db.rows(f"{sql} ORDER BY {order}", **params)
 
 
-def experiment_checkpoints(db: Reader, experiment_id: int, states: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+def _checkpoint_listing(db: Reader, rows: Sequence[Row]) -> Listing:
+    return Listing("checkpoints", rows, lambda c: serialize.checkpoint(db, c), lambda c: c.uuid)
+
+
+def experiment_checkpoints(db: Reader, experiment_id: int, states: Optional[Iterable[str]] = None) -> Listing:
     """`GET /experiments/{id}/checkpoints?states=...`, ordered by id."""
     experiment_row(db, experiment_id)
-    rows = _checkpoints(db, "experiment_id = :e", "id", states, e=experiment_id)
-    return {"checkpoints": [serialize.checkpoint(db, c) for c in rows]}
+    return _checkpoint_listing(db, _checkpoints(db, "experiment_id = :e", "id", states, e=experiment_id))
 
 
 def trial(db: Reader, trial_id: int) -> Dict[str, Any]:
@@ -110,11 +128,10 @@ def trial(db: Reader, trial_id: int) -> Dict[str, Any]:
     }
 
 
-def trial_checkpoints(db: Reader, trial_id: int, states: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+def trial_checkpoints(db: Reader, trial_id: int, states: Optional[Iterable[str]] = None) -> Listing:
     """`GET /trials/{id}/checkpoints?states=...`, ordered by steps_completed, then id."""
     trial_row(db, trial_id)
-    rows = _checkpoints(db, "trial_id = :t", "steps_completed, id", states, t=trial_id)
-    return {"checkpoints": [serialize.checkpoint(db, c) for c in rows]}
+    return _checkpoint_listing(db, _checkpoints(db, "trial_id = :t", "steps_completed, id", states, t=trial_id))
 
 
 def trial_logs(db: Reader, trial_id: int, offset: int = 0, limit: int = 1000) -> Dict[str, Any]:
@@ -169,9 +186,10 @@ def model_rows(db: Reader, sort_by: str = "name", order_by: str = "asc", name: s
     return db.rows(f"{sql} ORDER BY {key} {order}, id {order}", **params)
 
 
-def models(db: Reader, sort_by: str = "name", order_by: str = "asc", name: str = "", description: str = "") -> Dict[str, Any]:
+def models(db: Reader, sort_by: str = "name", order_by: str = "asc", name: str = "", description: str = "") -> Listing:
     """`GET /models`."""
-    return {"models": [serialize.model(db, m) for m in model_rows(db, sort_by, order_by, name, description)]}
+    return Listing("models", model_rows(db, sort_by, order_by, name, description), lambda m: serialize.model(db, m),
+                   lambda m: m.name)
 
 
 def model(db: Reader, name: str) -> Dict[str, Any]:

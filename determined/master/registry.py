@@ -3,44 +3,47 @@
 Every function works inside the caller's transaction and raises RequestProblem before it changes anything,
 so a refused request stores nothing.
 """
+import json
 import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from determined.master import states
-from determined.master.db import Checkpoint, utcnow
+from determined.master import auth, names, states
+from determined.master.db import Checkpoint, Experiment, User, utcnow
 from determined.master.db.models import Model, ModelVersion
 from determined.master.problems import RequestProblem
 from determined.master.reads import order_of
+from determined.master.request_limits import clip_repr
 
-MAX_NAME_LENGTH = 256
+MAX_METADATA_BYTES = 512 * 1024
 
 
 # ---------------------------------------------------------------- validation
 
 
 def check_name(name: Any) -> str:
-    """A model name: 1..256 characters, no '/'."""
-    if not isinstance(name, str) or not name:
-        reason = "must be a non-empty string of at most 256 characters"
-    elif len(name) > MAX_NAME_LENGTH:
-        reason = f"{len(name)} characters; at most {MAX_NAME_LENGTH} are allowed"
-    elif "/" in name:
-        reason = f"{name!r} contains '/', which model names cannot contain"
-    else:
-        return name
-    raise RequestProblem(400, f"invalid model name: {reason}", [f"name: {reason}"])
+    """A model name: see names.NAME_RULE."""
+    return names.check_name(name, "name", "model name")
 
 
 def check_metadata(value: Any, field: str = "metadata") -> Dict[str, Any]:
-    """A metadata value: a JSON object (string keys) with no NaN or infinite numbers."""
+    """A metadata value: a JSON object (string keys) with no NaN or infinite numbers, at most MAX_METADATA_BYTES."""
     if not isinstance(value, Mapping):
         raise RequestProblem(400, f"invalid {field}", [
             f"{field}: expected a JSON object (e.g. {{\"key\": \"value\"}}), got {_json_type(value)}"])
     _check_finite(value, field)
+    check_metadata_size(value, field)
     return dict(value)
+
+
+def check_metadata_size(value: Any, field: str = "metadata") -> None:
+    size = len(json.dumps(value, separators=(",", ":")))
+    if size > MAX_METADATA_BYTES:
+        raise RequestProblem(400, f"invalid {field}", [
+            f"{field}: {size} bytes of JSON; at most {MAX_METADATA_BYTES} are allowed (keep large data in the "
+            "checkpoint's files)"])
 
 
 def _check_finite(value: Any, path: str) -> None:
@@ -55,9 +58,7 @@ def _check_finite(value: Any, path: str) -> None:
 
 
 def check_description(value: Any) -> str:
-    if not isinstance(value, str):
-        raise RequestProblem(400, "invalid description", [f"description: expected a string, got {_json_type(value)}"])
-    return value
+    return names.check_description(value)
 
 
 def check_body(body: Any, allowed: Iterable[str], what: str) -> Dict[str, Any]:
@@ -97,8 +98,8 @@ def get_model(s: Session, name: str) -> Model:
     return model
 
 
-def create_model(s: Session, name: str, body: Any) -> Model:
-    """A new model; 409 when the name is taken."""
+def create_model(s: Session, name: str, body: Any, owner: Optional[auth.Principal] = None) -> Model:
+    """A new model owned by `owner` (a user; None: nobody but admins may change it); 409 when the name is taken."""
     fields = check_body(body, ("description", "metadata"), "model")
     name = check_name(name)
     description = check_description("" if fields.get("description") is None else fields["description"])
@@ -106,26 +107,41 @@ def create_model(s: Session, name: str, body: Any) -> Model:
     if s.scalars(select(Model.id).where(Model.name == name)).first() is not None:
         raise RequestProblem(409, f"model {name!r} already exists; choose another name, or change it with PATCH /models/{name}")
     now = utcnow()
-    model = Model(name=name, description=description, metadata_=metadata, creation_time=now, last_updated_time=now)
+    model = Model(name=name, description=description, metadata_=metadata, creation_time=now, last_updated_time=now,
+                  owner=owner.username if owner is not None else "", owner_id=owner.user_id if owner is not None else None)
     s.add(model)
     s.flush()
     return model
 
 
-def update_model(s: Session, name: str, body: Any) -> Model:
-    """Replace the description and/or the whole metadata object of a model."""
-    fields = check_body(body, ("description", "metadata"), "model update")
+def update_model(s: Session, name: str, body: Any, principal: auth.Principal) -> Model:
+    """Replace the description and/or the whole metadata object of a model (its owner or an admin); an admin may
+    also hand it to another user (`owner`)."""
+    fields = check_body(body, ("description", "metadata", "owner"), "model update")
     model = get_model(s, name)
+    auth.check_model_owner(principal, model)
     description = check_description(fields["description"]) if "description" in fields else None
     metadata = check_metadata(fields["metadata"]) if "metadata" in fields else None
+    new_owner = _new_owner(s, principal, fields["owner"]) if "owner" in fields else None
     if description is not None:
         model.description = description
     if metadata is not None:
         model.metadata_ = metadata
+    if new_owner is not None:
+        model.owner, model.owner_id = new_owner.username, new_owner.id
     if fields:
         model.last_updated_time = utcnow()
     s.flush()
     return model
+
+
+def _new_owner(s: Session, principal: auth.Principal, username: Any) -> User:
+    auth.check_admin(principal, "hand a model to another user")
+    user = s.scalars(select(User).where(User.username == username)).first() if isinstance(username, str) else None
+    if user is None:
+        raise RequestProblem(400, "invalid model update", [
+            f"owner: {clip_repr(username, 80)} is not a user; `det user list` shows the users"])
+    return user
 
 
 def _order(order_by: str) -> str:
@@ -150,8 +166,9 @@ def get_version(s: Session, model: Model, version: int) -> ModelVersion:
     return row
 
 
-def register_version(s: Session, model: Model, body: Any) -> ModelVersion:
-    """Register a COMPLETED checkpoint as the model's next version (1, 2, ...)."""
+def register_version(s: Session, model: Model, body: Any, principal: auth.Principal) -> ModelVersion:
+    """Register a COMPLETED checkpoint as the model's next version (1, 2, ...): its owner or an admin."""
+    auth.check_model_owner(principal, model, "add versions to")
     fields = check_body(body, ("checkpoint_uuid",), "model version")
     uuid = fields.get("checkpoint_uuid")
     if not isinstance(uuid, str) or not uuid:
@@ -188,22 +205,32 @@ def registered_uuids(s: Session, uuids: Optional[Iterable[str]] = None) -> Set[s
     return set(s.scalars(query))
 
 
-def add_checkpoint_metadata(s: Session, uuid: str, body: Any) -> Checkpoint:
-    """Merge `body["metadata"]` into the checkpoint's metadata (top-level keys replaced)."""
+def add_checkpoint_metadata(s: Session, uuid: str, body: Any, principal: auth.Principal) -> Checkpoint:
+    """Merge `body["metadata"]` into the checkpoint's metadata (top-level keys replaced): the owner of its
+    experiment or an admin."""
     fields = check_body(body, ("metadata",), "checkpoint metadata")
     if "metadata" not in fields:
         raise RequestProblem(400, "invalid checkpoint metadata", ["metadata: required, a JSON object of keys to set"])
     metadata = check_metadata(fields["metadata"])
-    ckpt = get_checkpoint(s, uuid)
-    ckpt.metadata_ = {**(ckpt.metadata_ or {}), **metadata}
+    ckpt = _own_checkpoint(s, uuid, principal, "change the metadata of")
+    merged = {**(ckpt.metadata_ or {}), **metadata}
+    check_metadata_size(merged)
+    ckpt.metadata_ = merged
     s.flush()
     return ckpt
 
 
-def remove_checkpoint_metadata(s: Session, uuid: str, keys: Iterable[str]) -> Checkpoint:
-    """Remove top-level keys from the checkpoint's metadata; keys it does not have are ignored."""
-    ckpt = get_checkpoint(s, uuid)
+def remove_checkpoint_metadata(s: Session, uuid: str, keys: Iterable[str], principal: auth.Principal) -> Checkpoint:
+    """Remove top-level keys from the checkpoint's metadata (missing keys are ignored): the owner of its experiment
+    or an admin."""
+    ckpt = _own_checkpoint(s, uuid, principal, "change the metadata of")
     drop = set(keys)
     ckpt.metadata_ = {k: v for k, v in (ckpt.metadata_ or {}).items() if k not in drop}
     s.flush()
+    return ckpt
+
+
+def _own_checkpoint(s: Session, uuid: str, principal: auth.Principal, what: str) -> Checkpoint:
+    ckpt = get_checkpoint(s, uuid)
+    auth.check_checkpoint_owner(principal, s.get(Experiment, ckpt.experiment_id), uuid, what)
     return ckpt

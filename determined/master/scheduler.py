@@ -1,4 +1,5 @@
-"""Choosing which trials get free slots: fair share across experiments, FIFO within and on ties."""
+"""Choosing which trials get free slots: by `resources.priority` (a smaller number first, as Determined's priority
+scheduler; default 42), then fair share across experiments of the same priority, FIFO within and on ties."""
 import dataclasses
 from typing import Dict, List
 
@@ -8,6 +9,8 @@ from sqlalchemy.orm import Session
 from determined.master import states, trial_notes
 from determined.master.actions import config_value
 from determined.master.db import Experiment, SearcherOperation, Trial
+
+DEFAULT_PRIORITY = 42  # Determined's default for experiments without resources.priority
 
 
 @dataclasses.dataclass
@@ -20,6 +23,7 @@ class _Demand:
     max_slots: int  # 0: no limit
     max_concurrent: int  # 0: no limit
     weight: float
+    priority: int
 
 
 def slots_per_trial(exp: Experiment) -> int:
@@ -34,7 +38,9 @@ def pick_trials(s: Session, free_slots: int) -> List[Trial]:
         demands[exp.id] = _Demand(exp=exp, waiting=[], running_trials=0, running_slots=0, slots_per_trial=per_trial,
                                   max_slots=int(config_value(exp.config, "resources", "max_slots", default=0) or 0),
                                   max_concurrent=int(config_value(exp.config, "searcher", "max_concurrent_trials", default=0) or 0),
-                                  weight=float(config_value(exp.config, "resources", "weight", default=1) or 1))
+                                  weight=float(config_value(exp.config, "resources", "weight", default=1) or 1),
+                                  priority=int(config_value(exp.config, "resources", "priority", default=None)
+                                               or DEFAULT_PRIORITY))
     if not demands:
         return []
     has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id, SearcherOperation.completed.is_(False)).exists()
@@ -55,7 +61,7 @@ def pick_trials(s: Session, free_slots: int) -> List[Trial]:
         candidates = [d for d in demands.values() if d.waiting and _may_grow(d) and d.slots_per_trial <= free_slots]
         if not candidates:
             return picked
-        demand = min(candidates, key=lambda d: (d.running_slots / d.weight, d.exp.id))
+        demand = min(candidates, key=lambda d: (d.priority, d.running_slots / d.weight, d.exp.id))
         trial = demand.waiting.pop(0)
         picked.append(trial)
         free_slots -= demand.slots_per_trial

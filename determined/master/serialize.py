@@ -25,6 +25,20 @@ def trial_counts(db: Any, experiment_ids: Sequence[int]) -> Dict[int, int]:
     return {r.experiment_id: int(r.n) for r in rows}
 
 
+def searched_hparams(config: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The hyperparameters a search varies (not constants), nested ones too: each with its dotted name (what tables
+    and charts show), its path in a trial's nested values, its type and its canonical spec (ranges, `base`, `vals`)."""
+    from determined.config import InvalidExperimentConfig, canonical_hparams, dotted, hparam_leaves
+
+    specs = config.get("hyperparameters") or {}
+    try:
+        leaves = hparam_leaves(canonical_hparams(specs))
+    except InvalidExperimentConfig:
+        return []
+    return [{"name": dotted(path), "path": list(path), "type": spec["type"], "spec": spec}
+            for path, spec in leaves if spec.get("type") != "const"]
+
+
 def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str, Any]:
     config = exp.config
     if num_trials is None:
@@ -32,7 +46,11 @@ def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str,
     return {
         "id": exp.id,
         "state": exp.state,
+        "name": config.get("name") or config.get("description") or "",
         "description": config.get("description") or "",
+        "workspace": config.get("workspace") or "",
+        "project": config.get("project") or "",
+        "searched_hparams": searched_hparams(config),
         "labels": list(config.get("labels") or []),
         "config": config,
         "owner": exp.owner,
@@ -71,7 +89,15 @@ def trial(t: Any, status: Optional[Tuple[str, Optional[str]]] = None) -> Dict[st
         "latest_validation": t.latest_validation,
         "latest_checkpoint_uuid": t.latest_checkpoint_uuid,
         "warm_start_checkpoint_uuid": t.warm_start_checkpoint_uuid,
+        "log_policy_matched": latest_label(t),
+        "log_policy_matches": list(t.log_policy_matches or []),
     }
+
+
+def latest_label(t: Any) -> Optional[str]:
+    """The name of the log policy that matched the trial last (Determined's `log_policy_matched`), if any."""
+    names = [m.get("name") for m in t.log_policy_matches or [] if m.get("name")]
+    return names[-1] if names else None
 
 
 def trials(db: Any, exp: Any, rows: Sequence[Any]) -> List[Dict[str, Any]]:
@@ -123,6 +149,7 @@ def model(db: Any, m: Any) -> Dict[str, Any]:
         "creation_time": timestamp(m.creation_time),
         "last_updated_time": timestamp(m.last_updated_time),
         "num_versions": int(num_versions),
+        "owner": m.owner,
     }
 
 

@@ -165,9 +165,13 @@ class _Experiment:
                 return COMPLETED, f"trained the full length ({self.full} {self.unit})"
             return COMPLETED, None
         if state == "ERROR":
-            max_restarts = config.get("max_restarts", 5)
-            return ERROR, (f"failed {trial.restarts} time{'s' if trial.restarts != 1 else ''}, more than max_restarts "
-                           f"({max_restarts}) allows; its logs show why")
+            policies = [m for m in getattr(trial, "log_policy_matches", None) or [] if m.get("action") == "cancel_retries"]
+            if policies:
+                policy = policies[-1].get("name") or policies[-1].get("line")
+                return ERROR, f"failed; log policy {policy!r} (cancel_retries) matched its logs, so it was not restarted"
+            failures = trial.restarts + 1  # `restarts` counts the restarts that happened
+            return ERROR, (f"failed {failures} time{'s' if failures != 1 else ''}, more than max_restarts "
+                           f"({config.get('max_restarts', 5)}) allows; its logs show why")
         if state == "CANCELED":
             if self.exp.state in ("CANCELED", "STOPPING_CANCELED"):
                 return CANCELED, "its experiment was canceled or killed"

@@ -17,6 +17,7 @@ from determined.master.db import AuthToken, User
 from determined.master.problems import RequestProblem
 
 DEFAULT_USERS = ("admin", "determined")
+MAX_USERNAME_CHARS = 128
 USERNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 MAX_PASSWORD_CHARS = 1024
 

@@ -3,13 +3,16 @@ import json
 import logging
 import pathlib
 import random
-from typing import Any, Dict, List, Optional
+import tempfile
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
 
 import cloudpickle
 import numpy as np
 import torch
 
 from determined import errors
+from determined.pytorch._context import PyTorchTrialContext
 
 logger = logging.getLogger("determined.pytorch")
 
@@ -108,44 +111,102 @@ def import_trial_class(spec: str, code_dir: "Optional[str | pathlib.Path]" = Non
 
 
 def read_load_data(path: pathlib.Path) -> Dict[str, Any]:
+    """What a checkpoint says about its trial: load_data.json, or the metadata.json of a checkpoint downloaded
+    by Determined 0.17.7 and older (whose entrypoint names the trial class)."""
     file = path / LOAD_DATA_FILE
-    if not file.is_file():
-        raise errors.DeterminedError(
-            f"{path} has no {LOAD_DATA_FILE}: it is not a checkpoint written by a PyTorchTrial of this platform"
-        )
-    with open(file) as f:
-        return json.load(f)
+    if file.is_file():
+        with open(file) as f:
+            return dict(json.load(f))
+    legacy = path / "metadata.json"
+    if legacy.is_file():
+        with open(legacy) as f:
+            metadata = json.load(f)
+        config = metadata.get("experiment_config") or {}
+        if config.get("entrypoint") and "hparams" in metadata:
+            return {"trial_cls_spec": config["entrypoint"], "experiment_config": config,
+                    "hparams": metadata["hparams"], "is_old_api": None}
+    raise errors.DeterminedError(
+        f"{path} has no {LOAD_DATA_FILE}: it is not a checkpoint written by a PyTorchTrial (nor one downloaded with "
+        "its metadata.json by Determined 0.17 or older)"
+    )
 
 
-def load_trial_from_checkpoint_path(path: str, **torch_load_kwargs: Any) -> Any:
-    """Rebuild the trial of the checkpoint at `path` and load its weights.
+def load_trial_from_checkpoint_path(
+    path: str,
+    trial_class: Optional[type] = None,
+    trial_kwargs: Optional[Dict[str, Any]] = None,
+    torch_load_kwargs: Optional[Dict[str, Any]] = None,
+    **kwargs: Any,
+) -> Any:
+    """Rebuild the trial of the checkpoint at `path` and load its models' weights.
 
-    The trial class is imported by the name recorded in load_data.json, so the experiment's model
-    definition directory must be on sys.path. Returns the trial instance (its models in
-    ``trial.context.models``), or, for a 0.12-API trial, its nn.Module. `torch_load_kwargs` go to
-    torch.load (e.g. map_location).
+    The trial class is the one recorded in the checkpoint, imported from its ``code/`` directory (or sys.path),
+    unless `trial_class` is given (needed for a class that cannot be imported by that name, e.g. one defined
+    in ``__main__``). It is constructed as ``trial_class(context, **trial_kwargs)`` with a context built from the
+    checkpoint's hyperparameters and config. Returns the trial instance (its models in
+    ``trial.context.models``), or, for a 0.12-API trial, its nn.Module. `torch_load_kwargs` go to torch.load
+    (e.g. ``{"map_location": "cpu"}``); keyword arguments given directly (the older form) go there too, with a
+    FutureWarning.
     """
-    from determined import core
     from determined.pytorch._controller import instantiate_trial
 
+    if kwargs:
+        if torch_load_kwargs:
+            raise errors.DeterminedError(
+                "load_trial_from_checkpoint_path(): give torch.load's arguments either as torch_load_kwargs={...} "
+                "or as keyword arguments (deprecated), not both"
+            )
+        warnings.warn(
+            "passing torch.load's arguments to load_trial_from_checkpoint_path() as keyword arguments is "
+            "deprecated; pass torch_load_kwargs={...}", FutureWarning, stacklevel=2,
+        )
+        torch_load_kwargs = kwargs
     ckpt = pathlib.Path(path)
     load_data = read_load_data(ckpt)
-    trial_class = import_trial_class(load_data["trial_cls_spec"], ckpt / "code")
-    state = read_state(ckpt, **torch_load_kwargs)
-    config = load_data.get("experiment_config") or {}
-    core_context = core._make_local_context(
-        checkpoint_dir=str(ckpt.parent),
-        lengths=[],
-        config=config,
-        hparams=load_data.get("hparams") or {},
-        trial_seed=int(load_data.get("trial_seed") or 0),
-    )
-    context = trial_class.trial_context_class(
-        core_context, config, load_data.get("hparams") or {}, int(load_data.get("trial_seed") or 0)
-    )
-    trial = instantiate_trial(trial_class, context)
-    load_into(context.models, state["models_state_dict"], "models")
-    if load_data.get("is_old_api"):
+    if trial_class is None:
+        trial_class = import_trial_class(load_data["trial_cls_spec"], ckpt / "code")
+    state = read_state(ckpt, **(torch_load_kwargs or {}))
+    context_class = getattr(trial_class, "trial_context_class", PyTorchTrialContext)
+    context = context_class(*_load_context_args(
+        load_data.get("hparams"), load_data.get("experiment_config"), int(load_data.get("trial_seed") or 0)
+    ))
+    trial = instantiate_trial(trial_class, context, trial_kwargs)
+    load_into([_unwrap(m) for m in context.models], state["models_state_dict"], "models")
+    old_api = load_data.get("is_old_api")
+    if old_api is None:
+        from determined.pytorch._trial import uses_old_api
+
+        old_api = uses_old_api(trial_class)
+    if old_api:
         model: Optional[torch.nn.Module] = context.models[0] if context.models else None
         return model
     return trial
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    from determined.pytorch._distributed import unwrap
+
+    return unwrap(model)
+
+
+def _load_context_args(
+    hparams: Optional[Dict[str, Any]], exp_conf: Optional[Dict[str, Any]], trial_seed: int
+) -> Tuple[Any, Dict[str, Any], Dict[str, Any], int]:
+    """(core context, config, hparams, seed) of a context that reports nothing and writes no checkpoints."""
+    from determined import core
+
+    hparams = dict(hparams or {})
+    config = dict(exp_conf) if exp_conf else {"hyperparameters": {k: {"type": "const", "val": v} for k, v in
+                                                                 hparams.items()}}
+    # Nothing is ever written through this context: its checkpoint directory is never created.
+    storage_dir = str(pathlib.Path(tempfile.gettempdir()) / "det-checkpoint-load-context")
+    return core._make_local_context(storage_dir, [], config, hparams, trial_seed), config, hparams, trial_seed
+
+
+class CheckpointLoadContext(PyTorchTrialContext):
+    """A PyTorchTrialContext to build a trial outside of training, e.g. to load a checkpoint's weights into it:
+    ``MyTrial(det.pytorch.CheckpointLoadContext(hparams), ...)``. It reports nothing and saves no checkpoints;
+    `exp_conf` is the experiment config its getters return."""
+
+    def __init__(self, hparams: Optional[Dict[str, Any]] = None, exp_conf: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(*_load_context_args(hparams, exp_conf, 0))

@@ -2,15 +2,16 @@
 import contextlib
 import logging
 import time
-from typing import Any, Dict, Iterator, List, Optional, Type
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Type
 
 import numpy as np
 import torch
 
 from determined import errors
+from determined._trial import construct_trial
 from determined._trial_loop import BatchLoop
-from determined.pytorch import _checkpoint, _distributed, _trial
-from determined.pytorch._callback import PyTorchCallback
+from determined.pytorch import _amp, _checkpoint, _distributed, _trial
+from determined.pytorch._callback import Callbacks
 from determined.pytorch._context import PyTorchTrialContext, _pick_device
 from determined.pytorch._data import DataLoader
 from determined.pytorch._lr_scheduler import LRScheduler, LRSchedulerStepMode
@@ -24,14 +25,16 @@ logger = logging.getLogger("determined.pytorch")
 STOP_CHECK_S = 0.5
 
 
-def instantiate_trial(trial_class: Type[Any], context: PyTorchTrialContext) -> Any:
+def instantiate_trial(
+    trial_class: Type[Any], context: PyTorchTrialContext, trial_kwargs: Optional[Dict[str, Any]] = None
+) -> Any:
     """Build the user's trial; for the 0.12 API also its model, optimizer and LR scheduler (wrapped)."""
     if not isinstance(context, PyTorchTrialContext):
         raise errors.InvalidTrialError(
             f"{trial_class.__name__} got a {type(context).__name__}; a PyTorchTrial needs a PyTorchTrialContext "
             "(leave trial_context_class as it is, or subclass PyTorchTrialContext)"
         )
-    trial = trial_class(context)
+    trial = construct_trial(trial_class, context, **(trial_kwargs or {}))
     if _trial.uses_old_api(trial_class):
         model = context.wrap_model(trial.build_model())
         optimizer = context.wrap_optimizer(trial.optimizer(model))
@@ -52,18 +55,36 @@ def instantiate_trial(trial_class: Type[Any], context: PyTorchTrialContext) -> A
     return trial
 
 
-def _check_loader(loader: Any, trial_name: str, method: str) -> DataLoader:
+def _check_loader(loader: Any, trial_name: str, method: str, any_torch_loader: bool) -> Any:
+    """The trial's data loader: a det.pytorch.DataLoader, or any torch DataLoader once the trial disabled the
+    dataset reproducibility checks."""
     if isinstance(loader, DataLoader):
         return loader
     if isinstance(loader, torch.utils.data.DataLoader):
+        if any_torch_loader:
+            return loader
         raise errors.InvalidTrialError(
             f"{trial_name}.{method}() returned a torch.utils.data.DataLoader; return a "
             "determined.pytorch.DataLoader instead (same arguments: det.pytorch.DataLoader(dataset, "
-            "batch_size=..., shuffle=...)), so that Determined can resume it at the exact batch"
+            "batch_size=..., shuffle=...)), so that Determined can resume it at the exact batch; or call "
+            "context.experimental.disable_dataset_reproducibility_checks() in __init__ to use your own loader"
         )
+    if any_torch_loader and isinstance(loader, Iterable):
+        return loader
     raise errors.InvalidTrialError(
         f"{trial_name}.{method}() must return a determined.pytorch.DataLoader, got {type(loader).__name__}"
     )
+
+
+def _repeat(loader: Iterable[Any]) -> Iterator[Any]:
+    """A loader of the trial's own, epoch after epoch."""
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise errors.InvalidTrialError("the training data loader yields no batches")
 
 
 class PyTorchTrialController(BatchLoop):
@@ -73,7 +94,8 @@ class PyTorchTrialController(BatchLoop):
     every `scheduling_unit` batches, validate when `min_validation_period` is due, checkpoint when
     `min_checkpoint_period` or `checkpoint_policy` says so; at the end of the operation validate,
     checkpoint if anything is unsaved, and report the searcher metric. Preemption is checked after every
-    batch: the controller then checkpoints and returns.
+    batch: the controller then checkpoints and returns. The trial's callbacks run at their moments (see
+    PyTorchCallback), and the metrics of its wrapped reducers are added to every report.
     """
 
     context: PyTorchTrialContext
@@ -84,20 +106,18 @@ class PyTorchTrialController(BatchLoop):
         name = trial_class.__name__
         self._evaluate_method = _trial.check_evaluate_methods(trial_class)
         self._old_api = _trial.uses_old_api(trial_class)
-        self._evaluate_takes_model = _trial.evaluate_takes_model(trial_class, self._evaluate_method)
+        self._evaluate_argument = _trial.evaluate_argument(trial_class, self._evaluate_method)
         self._read_config(context.get_experiment_config())
 
         self.trial = instantiate_trial(trial_class, context)
-        callbacks = self.trial.build_callbacks()
-        if not isinstance(callbacks, dict) or not all(isinstance(c, PyTorchCallback) for c in callbacks.values()):
-            raise errors.InvalidTrialError(
-                f"{name}.build_callbacks() must return a dict of name -> det.pytorch.PyTorchCallback"
-            )
-        self.callbacks: Dict[str, PyTorchCallback] = callbacks
-        context._callbacks = callbacks
-        self.training_loader = _check_loader(self.trial.build_training_data_loader(), name, "build_training_data_loader")
+        self.callbacks = Callbacks(self.trial.build_callbacks(), name)
+        context._callbacks = self.callbacks.by_name
+        own_loaders = context.experimental._data_repro_checks_disabled
+        self.training_loader = _check_loader(
+            self.trial.build_training_data_loader(), name, "build_training_data_loader", own_loaders
+        )
         self.validation_loader = _check_loader(
-            self.trial.build_validation_data_loader(), name, "build_validation_data_loader"
+            self.trial.build_validation_data_loader(), name, "build_validation_data_loader", own_loaders
         )
         self._epoch_len = self._training_epoch_len()
         context._epoch_len = self._epoch_len
@@ -109,6 +129,13 @@ class PyTorchTrialController(BatchLoop):
         # When the ranks of a multi-slot trial next agree on stopping (see _ranks_should_stop).
         self._next_stop_check = 0
         self._last_stop_check = (time.monotonic(), 0)
+        # Every rank hears each checkpoint's uuid (on_checkpoint_upload_end) only when a callback wants it;
+        # the ranks must then also agree on every checkpoint, so the chief shares whether a validation is best.
+        self._share_checkpoints = self._size > 1 and self.callbacks.any_overrides("on_checkpoint_upload_end")
+        self._broadcast_validation_was_best = self._share_checkpoints
+        # Records trained since the last report (get_batch_length), for the throughput in the log.
+        self._records_since_report: Optional[int] = 0
+        self._report_started = time.monotonic()
 
     # -- configuration -------------------------------------------------------------------------------
 
@@ -121,7 +148,10 @@ class PyTorchTrialController(BatchLoop):
 
     def _training_epoch_len(self) -> Optional[int]:
         try:
-            length = self.training_loader.per_rank_len(self.context.distributed.size)
+            if isinstance(self.training_loader, DataLoader):
+                length: Optional[int] = self.training_loader.per_rank_len(self.context.distributed.size)
+            else:
+                length = len(self.training_loader)  # the trial's own loader is sharded by the trial
         except TypeError:
             length = None
         if length is None and any(
@@ -131,7 +161,7 @@ class PyTorchTrialController(BatchLoop):
                 "an LR scheduler steps every epoch, but the training data loader has no length (an "
                 "IterableDataset without __len__): use STEP_EVERY_BATCH or MANUAL_STEP, or give the dataset a length"
             )
-        return length
+        return length or None
 
     # -- entry point ---------------------------------------------------------------------------------
 
@@ -145,13 +175,24 @@ class PyTorchTrialController(BatchLoop):
             _distributed.init_process_group(distributed, _pick_device(distributed.local_rank))
 
     def run(self) -> None:
-        self._restore()
-        for model in self.context.models:
-            model.train()
-        try:
+        """on_trial_startup, restore, on_training_start, the searcher's operations; on_trial_shutdown however
+        it ends."""
+        info = self.core.info
+        with contextlib.ExitStack() as stack:
+            for callback in self.callbacks.values():
+                callback.on_trial_startup(int(info.steps_completed), info.latest_checkpoint)
+                stack.callback(callback.on_trial_shutdown)
+            stack.callback(self._close)
+            self._restore()
+            self.callbacks.fire("on_training_start")
+            for model in self.context.models:
+                model.train()
             self._run_operations()
-        finally:
-            self._train_iterator = None
+
+    def _close(self) -> None:
+        self._train_iterator = None
+        if self.context._tensorboard_writer is not None:
+            self.context._tensorboard_writer.flush()
 
     def _ranks_should_stop(self) -> bool:
         """The ranks agree on stopping about every STOP_CHECK_S seconds (at least every scheduling_unit
@@ -179,34 +220,64 @@ class PyTorchTrialController(BatchLoop):
             f"{self._evaluate_method}() or change searcher.metric"
         )
 
+    def _allgather(self, value: Any) -> List[Any]:
+        return self.context.distributed.allgather(value) if self._size > 1 else [value]
+
     # -- training ------------------------------------------------------------------------------------
 
     def _next_batch(self) -> Any:
         if self._train_iterator is None:
-            loader = self.training_loader.get_data_loader(
-                repeat=True,
-                skip=self.steps_completed,
-                num_replicas=self._size,
-                rank=self._rank,
-                seed=self.context.get_trial_seed(),
-            )
-            self._train_iterator = iter(loader)
+            if isinstance(self.training_loader, DataLoader):
+                loader: Iterable[Any] = self.training_loader.get_data_loader(
+                    repeat=True,
+                    skip=self.steps_completed,
+                    num_replicas=self._size,
+                    rank=self._rank,
+                    seed=self.context.get_trial_seed(),
+                )
+                self._train_iterator = iter(loader)
+            else:
+                self._train_iterator = _repeat(self.training_loader)
         return next(self._train_iterator)
 
     def _train_one_batch(self) -> None:
         context = self.context
         batch_idx = self.steps_completed
-        epoch_idx = batch_idx // self._epoch_len if self._epoch_len else 0
-        batch = to_device(self._next_batch(), context.device)
+        epoch_len = self._epoch_len
+        epoch_idx, index_in_epoch = divmod(batch_idx, epoch_len) if epoch_len else (0, batch_idx)
+        if not len(self._batches_since_report):  # a new training period
+            context._reducers.reset()
+            self._report_started = time.monotonic()
         context._current_batch_idx = batch_idx
+        if epoch_len and index_in_epoch == 0:
+            self.callbacks.training_epoch_start(epoch_idx)
+        batch = self._next_batch()
+        if context.experimental._auto_to_device:
+            batch = to_device(batch, context.device)
+        context._apex_loss_ids = {}
         with _distributed.gradient_sync(context.models, context.is_update_batch()):
             metrics = self._call_train_batch(batch, epoch_idx, batch_idx)
+        if context.experimental._auto_amp and context.is_update_batch():
+            context._scaler.update()
         if context.lr_schedulers and context.is_update_batch():
             for scheduler in context.lr_schedulers:
-                if scheduler.should_step_after_batch(batch_idx, self._epoch_len or 1, context._aggregation_frequency):
+                if scheduler.should_step_after_batch(batch_idx, epoch_len or 1, context._aggregation_frequency):
                     scheduler.step()
         self._batches_since_report.add(metrics)
+        self._count_records(batch)
         self.steps_completed = batch_idx + 1
+        if epoch_len and index_in_epoch == epoch_len - 1:
+            self.callbacks.fire("on_training_epoch_end", epoch_idx)
+
+    def _count_records(self, batch: Any) -> None:
+        if self._records_since_report is None:
+            return
+        try:
+            self._records_since_report += int(self.trial.get_batch_length(batch))
+        except Exception as e:  # only the throughput in the log depends on it
+            logger.info("records per second are not logged: %s.get_batch_length() failed: %s",
+                        self.trial_class.__name__, e)
+            self._records_since_report = None
 
     def _call_train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
         context = self.context
@@ -229,18 +300,39 @@ class PyTorchTrialController(BatchLoop):
         return len(self._batches_since_report)
 
     def _report_training_metrics(self) -> None:
-        if not len(self._batches_since_report):
+        batches = len(self._batches_since_report)
+        if not batches:
             return
         averages, per_batch = self._batches_since_report.flush()
+        reduced = self.context._reducers.reduce(True, self._allgather)
         if self._size > 1 and self._average_training_metrics:
             # Every rank trained the same number of batches: the mean of the ranks' means is the mean
             # over all batches of all ranks.
             gathered = self.context.distributed.gather((averages, per_batch))
-            if gathered is None:
-                return
-            averages = _mean_of_dicts([g[0] for g in gathered])
-            per_batch = [_mean_of_dicts(list(batches)) for batches in zip(*(g[1] for g in gathered))]
+            if gathered is not None:
+                averages = _mean_of_dicts([g[0] for g in gathered])
+                per_batch = [_mean_of_dicts(list(batches)) for batches in zip(*(g[1] for g in gathered))]
+        averages.update({name: to_python(value) for name, value in reduced.items()})
         self.core.train.report_training_metrics(self.steps_completed, averages, per_batch)
+        self._log_throughput(batches)
+        if self.callbacks.any_overrides("on_training_workload_end"):
+            if self._size > 1:
+                averages, per_batch = self.context.distributed.broadcast((averages, per_batch))
+            self.callbacks.fire("on_training_workload_end", averages, per_batch)
+
+    def _log_throughput(self, batches: int) -> None:
+        elapsed = time.monotonic() - self._report_started
+        records = self._records_since_report
+        if records is not None:
+            self._records_since_report = 0
+        if self._rank != 0 or elapsed <= 0:
+            return
+        if records is None:
+            logger.info("trained %d batches up to batch %d: %.1f batches/s", batches, self.steps_completed,
+                        batches / elapsed)
+        else:
+            logger.info("trained %d batches up to batch %d: %.1f records/s (%d records per slot)", batches,
+                        self.steps_completed, records * self._size / elapsed, records)
 
     # -- validation ----------------------------------------------------------------------------------
 
@@ -260,55 +352,68 @@ class PyTorchTrialController(BatchLoop):
             _checkpoint.restore_rng_state(rng_state, self.context.device)
 
     def _validate(self) -> Dict[str, Any]:
-        for callback in self.callbacks.values():
-            callback.on_validation_start()
-            callback.on_validation_step_start()
+        self.context._reducers.reset()
+        self.callbacks.validation_start()
         with self._evaluation_mode():
             if self._evaluate_method == "evaluate_batch":
                 metrics = self._evaluate_batches()
             else:
                 metrics = self._evaluate_full_dataset()
+            reduced = self.context._reducers.reduce(False, self._allgather)
+        metrics.update({name: to_python(value) for name, value in reduced.items()})
+        self.callbacks.validation_end(metrics)
         self._validated(metrics)
-        for callback in self.callbacks.values():
-            callback.on_validation_end(metrics)
-            callback.on_validation_step_end(metrics)
         return metrics
 
-    def _evaluate_batches(self) -> Dict[str, Any]:
-        loader = self.validation_loader.get_data_loader(
-            repeat=False, skip=0, num_replicas=self._size, rank=self._rank, seed=self.context.get_trial_seed()
+    def _validation_batches(self, sharded: bool) -> Iterable[Any]:
+        loader = self.validation_loader
+        if not isinstance(loader, DataLoader):
+            return loader  # the trial's own loader, sharded (or not) by the trial
+        return loader.get_data_loader(
+            repeat=False, skip=0, num_replicas=self._size if sharded else 1, rank=self._rank if sharded else 0,
+            seed=self.context.get_trial_seed(),
         )
+
+    def _evaluate_batches(self) -> Dict[str, Any]:
         model = _distributed.unwrap(self.context.models[0])
+        keep_outputs = self.callbacks.any_overrides("on_validation_epoch_end")
+        outputs: List[Any] = []
         accumulator = MetricAccumulator()
-        for batch in loader:
-            batch = to_device(batch, self.context.device)
-            if self._evaluate_takes_model:
-                accumulator.add(self.trial.evaluate_batch(batch, model))
+        self.callbacks.fire("on_validation_epoch_start")
+        for batch_idx, batch in enumerate(self._validation_batches(sharded=True)):
+            if self.context.experimental._auto_to_device:
+                batch = to_device(batch, self.context.device)
+            if self._evaluate_argument == "model":
+                output = self.trial.evaluate_batch(batch, model)
+            elif self._evaluate_argument == "batch_idx":
+                output = self.trial.evaluate_batch(batch, batch_idx)
             else:
-                accumulator.add(self.trial.evaluate_batch(batch))
+                output = self.trial.evaluate_batch(batch)
+            accumulator.add(output)
+            if keep_outputs:
+                outputs.append(output)
+        self.callbacks.fire("on_validation_epoch_end", outputs)
         reducer = self.trial.evaluation_reducer()
         partials = accumulator.partials(reducer)
-        gathered = self.context.distributed.allgather(partials) if self._size > 1 else [partials]
-        names: List[str] = []
-        for rank_partials in gathered:
-            names.extend(n for n in rank_partials if n not in names)
-        if not names:
+        gathered = self._allgather((partials, accumulator.num_batches))
+        if not sum(count for _, count in gathered):
             raise errors.InvalidTrialError(
                 f"the validation data loader of {self.trial_class.__name__} yielded no batches: "
                 "evaluate_batch() was never called, so there are no validation metrics"
             )
+        names: List[str] = []
+        for rank_partials, _ in gathered:
+            names.extend(n for n in rank_partials if n not in names)
         return {
-            name: to_python(combine_partials(reducer_for(reducer, name), [g[name] for g in gathered if name in g]))
+            name: to_python(combine_partials(reducer_for(reducer, name), [g[name] for g, _ in gathered if name in g]))
             for name in names
         }
 
     def _evaluate_full_dataset(self) -> Dict[str, Any]:
         metrics: Optional[Dict[str, Any]] = None
         if self._rank == 0:
-            loader = self.validation_loader.get_data_loader(
-                repeat=False, skip=0, num_replicas=1, rank=0, seed=self.context.get_trial_seed()
-            )
-            if self._evaluate_takes_model:
+            loader = self._validation_batches(sharded=False)
+            if self._evaluate_argument == "model":
                 metrics = self.trial.evaluate_full_dataset(loader, _distributed.unwrap(self.context.models[0]))
             else:
                 metrics = self.trial.evaluate_full_dataset(loader)
@@ -327,15 +432,20 @@ class PyTorchTrialController(BatchLoop):
 
     def _state(self) -> Dict[str, Any]:
         context = self.context
-        return {
+        state = {
             "models_state_dict": [_distributed.unwrap(m).state_dict() for m in context.models],
             "optimizers_state_dict": [o.state_dict() for o in context.optimizers],
             "lr_schedulers_state_dict": [s.state_dict() for s in context.lr_schedulers],
-            "callbacks": {name: cb.state_dict() for name, cb in self.callbacks.items()},
+            "callbacks": self.callbacks.state_dicts(),
             "rng_state": _checkpoint.capture_rng_state(context.device),
             "steps_completed": self.steps_completed,
             "last_validation": self._last_validation,
         }
+        if context._scaler is not None:
+            state["scaler_state_dict"] = context._scaler.state_dict()
+        if context._use_apex:
+            state["amp_state"] = _amp.apex_state_dict()
+        return state
 
     def _load_data(self) -> Dict[str, Any]:
         return {
@@ -350,11 +460,21 @@ class PyTorchTrialController(BatchLoop):
         }
 
     def _checkpoint(self) -> None:
+        """Chief: on_checkpoint_save_start (may change the state), write, on_checkpoint_write_end, upload and
+        record; every rank that hears the uuid: on_checkpoint_upload_end."""
+        uuid: Optional[str] = None
         if self._rank == 0:
+            state = self._state()
+            self.callbacks.fire("on_checkpoint_save_start", state)
             metadata = self._checkpoint_metadata(_checkpoint.framework(), _checkpoint.FORMAT)
-            with self.core.checkpoint.store_path(metadata) as (path, _uuid):
-                _checkpoint.write_checkpoint(path, self._state(), self._load_data())
+            with self.core.checkpoint.store_path(metadata) as (path, uuid):
+                _checkpoint.write_checkpoint(path, state, self._load_data())
+                self.callbacks.checkpoint_write_end(str(path))
         self._last_checkpoint = self.steps_completed
+        if self._share_checkpoints:
+            uuid = self.context.distributed.broadcast(uuid)
+        if uuid is not None:
+            self.callbacks.fire("on_checkpoint_upload_end", uuid)
 
     def _restore(self) -> None:
         uuid = self.core.info.latest_checkpoint
@@ -362,16 +482,16 @@ class PyTorchTrialController(BatchLoop):
             return
         with self.core.checkpoint.restore_path(uuid) as path:
             state = _checkpoint.read_state(path, map_location=self.context.device)
+        self.callbacks.fire("on_checkpoint_load_start", state)
         context = self.context
         _checkpoint.load_into([_distributed.unwrap(m) for m in context.models], state["models_state_dict"], "models")
         _checkpoint.load_into(context.optimizers, state["optimizers_state_dict"], "optimizers")
         _checkpoint.load_into(context.lr_schedulers, state["lr_schedulers_state_dict"], "LR schedulers")
-        for name, callback_state in state["callbacks"].items():
-            if name not in self.callbacks:
-                raise errors.DeterminedError(
-                    f"the checkpoint holds the state of callback {name!r}, which build_callbacks() no longer returns"
-                )
-            self.callbacks[name].load_state_dict(callback_state)
+        if context._scaler is not None and state.get("scaler_state_dict") is not None:
+            context._scaler.load_state_dict(state["scaler_state_dict"])
+        if context._use_apex and state.get("amp_state") is not None:
+            _amp.apex_load_state_dict(state["amp_state"])
+        self.callbacks.load_state_dicts(state["callbacks"])
         if "rng_state" in state:
             _checkpoint.restore_rng_state(state["rng_state"], context.device)
         self._resume_at_platform_steps(state)

@@ -9,6 +9,7 @@ import abc
 import math
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence
 
+import numpy as np
 import torch
 import torch.utils.data
 
@@ -301,3 +302,20 @@ class DataLoader:
     def per_rank_len(self, num_replicas: int = 1) -> int:
         """Batches per epoch on one of `num_replicas` ranks (at least 1)."""
         return max(1, len(self) // num_replicas)
+
+
+def data_length(data: Any) -> int:
+    """The number of records in a batch: the length of its first tensor or array (looking into dicts, lists and
+    tuples in order)."""
+    if isinstance(data, (torch.Tensor, np.ndarray)):
+        if data.ndim == 0:
+            raise errors.InvalidTrialError("a batch made of a 0-dimensional tensor has no length (no records)")
+        return int(data.shape[0])
+    if isinstance(data, dict) and data:
+        return data_length(next(iter(data.values())))
+    if isinstance(data, (list, tuple)) and data:
+        return data_length(data[0])
+    raise errors.InvalidTrialError(
+        f"cannot tell how many records a batch of type {type(data).__name__} holds; override "
+        "get_batch_length(batch) in the trial to say"
+    )

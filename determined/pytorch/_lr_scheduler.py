@@ -11,6 +11,7 @@ class LRSchedulerStepMode(enum.Enum):
     STEP_EVERY_EPOCH = 1
     STEP_EVERY_BATCH = 2
     MANUAL_STEP = 3
+    STEP_EVERY_OPTIMIZER_STEP = 4
 
 
 class LRScheduler:
@@ -19,14 +20,17 @@ class LRScheduler:
     Usage of this wrapper is required to properly schedule the optimizer's learning rate. It saves and
     restores the scheduler's state with every checkpoint, and steps the scheduler at the frequency chosen:
 
-    * ``STEP_EVERY_EPOCH``: Determined calls ``scheduler.step()`` after every training epoch, with no arguments;
-    * ``STEP_EVERY_BATCH``: Determined calls ``scheduler.step()`` after every training batch, with no arguments;
+    * ``STEP_EVERY_EPOCH``: Determined calls ``scheduler.step()`` after every `frequency` training epochs, with no
+      arguments;
+    * ``STEP_EVERY_BATCH``: Determined calls ``scheduler.step()`` after every `frequency` training batches, with no
+      arguments (with optimizations.aggregation_frequency > 1, on the batches that step the optimizer);
+    * ``STEP_EVERY_OPTIMIZER_STEP`` (0.17+): after every `frequency` optimizer steps;
     * ``MANUAL_STEP``: Determined never calls ``scheduler.step()``; the trial does, with any arguments.
     """
 
     StepMode = LRSchedulerStepMode
 
-    def __init__(self, scheduler: Any, step_mode: LRSchedulerStepMode) -> None:
+    def __init__(self, scheduler: Any, step_mode: LRSchedulerStepMode, frequency: int = 1) -> None:
         if not callable(getattr(scheduler, "step", None)) or not callable(getattr(scheduler, "state_dict", None)):
             raise errors.InvalidTrialError(
                 f"LRScheduler needs a torch learning-rate scheduler (torch.optim.lr_scheduler.*), got "
@@ -35,10 +39,13 @@ class LRScheduler:
         if not isinstance(step_mode, LRSchedulerStepMode):
             raise errors.InvalidTrialError(
                 f"LRScheduler step_mode must be det.pytorch.LRScheduler.StepMode.STEP_EVERY_EPOCH, "
-                f"STEP_EVERY_BATCH or MANUAL_STEP, got {step_mode!r}"
+                f"STEP_EVERY_BATCH, STEP_EVERY_OPTIMIZER_STEP or MANUAL_STEP, got {step_mode!r}"
             )
+        if isinstance(frequency, bool) or not isinstance(frequency, int) or frequency < 1:
+            raise errors.InvalidTrialError(f"LRScheduler frequency must be an int >= 1, got {frequency!r}")
         self._scheduler = scheduler
         self._step_mode = step_mode
+        self._frequency = frequency
 
     @property
     def scheduler(self) -> Any:
@@ -54,6 +61,11 @@ class LRScheduler:
 
         This function is equivalent to calling get_lr() on the wrapped LRScheduler (its last computed rates).
         """
+        return self.get_last_lr()
+
+    def get_last_lr(self) -> List:
+        """The learning rates the wrapped scheduler computed last (one per parameter group), as
+        ``torch.optim.lr_scheduler.LRScheduler.get_last_lr()``."""
         last = getattr(self._scheduler, "get_last_lr", None)
         return list(last()) if callable(last) else list(self._scheduler.get_lr())
 
@@ -74,8 +86,12 @@ class LRScheduler:
         steps at the first update batch of each new epoch.
         """
         if self._step_mode is LRSchedulerStepMode.STEP_EVERY_BATCH:
-            return True
+            # One of the batches since the last update batch is a multiple of `frequency`.
+            return (batch_idx + 1) % self._frequency < aggregation_frequency
+        if self._step_mode is LRSchedulerStepMode.STEP_EVERY_OPTIMIZER_STEP:
+            return ((batch_idx + 1) // aggregation_frequency) % self._frequency == 0
         if self._step_mode is LRSchedulerStepMode.STEP_EVERY_EPOCH:
-            return (batch_idx + 1) % epoch_len < aggregation_frequency
+            return (batch_idx + 1) % epoch_len < aggregation_frequency and (
+                (batch_idx + 1) // epoch_len) % self._frequency == 0
         return False
 

@@ -9,7 +9,7 @@ from determined import errors
 from determined._trial import Trial
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import PyTorchTrialContext
-from determined.pytorch._data import DataLoader
+from determined.pytorch._data import DataLoader, data_length
 from determined.pytorch._lr_scheduler import LRScheduler
 from determined.pytorch._reducer import Reducer
 
@@ -79,8 +79,10 @@ class PyTorchTrial(Trial):
         """Calculate evaluation metrics for a batch and return them as a dict of metric name -> value.
 
         Override exactly one of evaluate_batch() (preferred: it can be parallelized across slots) and
-        evaluate_full_dataset(). The per-batch values are reduced with evaluation_reducer().
-        0.12 signature: ``evaluate_batch(batch, model)``.
+        evaluate_full_dataset(). The per-batch values are reduced with evaluation_reducer(). Signatures:
+        ``evaluate_batch(batch)``; ``evaluate_batch(batch, batch_idx)`` (0.14.5+: the index of the batch within
+        this validation, on this slot); 0.12: ``evaluate_batch(batch, model)``. Metrics of reducers wrapped with
+        ``context.wrap_reducer`` are added; with only those, return an empty dict.
         """
         raise errors.InvalidTrialError(_evaluate_error(type(self)))
 
@@ -99,6 +101,11 @@ class PyTorchTrial(Trial):
     def build_callbacks(self) -> Dict[str, PyTorchCallback]:
         """Callbacks by name: hooks into training and validation, checkpointed under their name."""
         return {}
+
+    def get_batch_length(self, batch: Any) -> int:
+        """The number of records in a batch (for the records/s the trial logs). The default finds the first
+        tensor or array in the batch and takes its length; override it for batches it cannot measure."""
+        return data_length(batch)
 
 
 def _evaluate_error(trial_class: type) -> str:
@@ -139,7 +146,15 @@ def uses_old_api(trial_class: type) -> bool:
     return _overrides(trial_class, "build_model")
 
 
-def evaluate_takes_model(trial_class: type, method_name: str) -> bool:
-    """Whether the trial's evaluate method has the 0.12 signature (with the model after the batch/loader)."""
+def evaluate_argument(trial_class: type, method_name: str) -> Optional[str]:
+    """What the trial's evaluate method takes after the batch (or data loader): "model" (the 0.12 API),
+    "batch_idx" (evaluate_batch of 0.14.5+), or None."""
     params = _positional_params(getattr(trial_class, method_name))
-    return any(p.name == "model" for p in params) or len(params) >= 2
+    if len(params) < 2:
+        return None
+    name = params[1].name
+    if name == "model":
+        return "model"
+    if method_name == "evaluate_batch" and (name == "batch_idx" or not uses_old_api(trial_class)):
+        return "batch_idx"
+    return "model"

@@ -87,6 +87,10 @@ class AsyncHalvingSearch(SearchMethod):
     the next rung's length. A trial reporting in the top rung is closed. When nothing was promoted and fewer than
     `max_trials` trials exist, a new trial is created. Once all `max_trials` have reported in rung 0, the
     unpromoted trials of rungs with no outstanding work are closed. Shutdown once every trial is closed.
+
+    With `stop_once` (Determined's early-stopping variant), a trial is decided once, when it reports: it trains on
+    to the next rung when it ranks within the top max(1, floor(m/divisor)) of the m results there (itself
+    included), else it is closed at once; nothing is promoted later.
     """
 
     def __init__(
@@ -98,6 +102,7 @@ class AsyncHalvingSearch(SearchMethod):
         max_concurrent_trials: int = 0,
         smaller_is_better: bool = True,
         unit: str = "batches",
+        stop_once: bool = False,
     ) -> None:
         _check_positive("num_rungs", num_rungs)
         _check_positive("max_length", max_length)
@@ -112,6 +117,7 @@ class AsyncHalvingSearch(SearchMethod):
         self.divisor = divisor
         self.smaller_is_better = smaller_is_better
         self.unit = unit
+        self.stop_once = stop_once
         self.concurrency = concurrency_per_bracket([max_trials], max_concurrent_trials, divisor)[0]
         self.rung_lengths = rung_lengths(num_rungs, max_length, divisor)
         self._reset()
@@ -142,6 +148,7 @@ class AsyncHalvingSearch(SearchMethod):
             max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0),
             smaller_is_better=bool(searcher_config.get("smaller_is_better", True)),
             unit=unit,
+            stop_once=bool(searcher_config.get("stop_once", False)),
         )
 
     # ---- events
@@ -221,6 +228,10 @@ class AsyncHalvingSearch(SearchMethod):
         if rung == self.num_rungs - 1:
             self._insert(rung, request_id, value)
             ops += self._close(request_id)
+        elif self.stop_once:
+            promoted = self._insert_and_decide(rung, request_id, value)
+            if promoted is None:
+                ops += self._close(request_id)
         else:
             promoted = self._insert_and_promote(rung, request_id, value)
         if promoted is not None:
@@ -254,6 +265,16 @@ class AsyncHalvingSearch(SearchMethod):
         if now > before and not entries[before][2]:
             entries[before][2] = True
             return str(entries[before][0])
+        return None
+
+    def _insert_and_decide(self, rung: int, request_id: str, value: float) -> Optional[str]:
+        """stop_once: the reporting trial goes on when it is within the top max(1, m // divisor) of the rung."""
+        entries = self.rungs[rung]
+        keep = max(int((len(entries) + 1) / self.divisor), 1)
+        index = self._insert(rung, request_id, value)
+        if index < keep:
+            entries[index][2] = True
+            return request_id
         return None
 
     def _close(self, request_id: str) -> List[Operation]:
@@ -331,6 +352,7 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
         bracket_rungs: Optional[Sequence[int]] = None,
         smaller_is_better: bool = True,
         unit: str = "batches",
+        stop_once: bool = False,
     ) -> None:
         _check_positive("max_length", max_length)
         _check_positive("max_trials", max_trials)
@@ -355,7 +377,7 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
         trials = trials_per_bracket(self.bracket_rungs, max_trials, divisor)
         concurrency = concurrency_per_bracket(trials, max_concurrent_trials, divisor)
         self.brackets = [
-            AsyncHalvingSearch(rungs, max_length, n, divisor, c, smaller_is_better, unit)
+            AsyncHalvingSearch(rungs, max_length, n, divisor, c, smaller_is_better, unit, stop_once)
             for rungs, n, c in zip(self.bracket_rungs, trials, concurrency)
         ]
         self.owner: Dict[str, int] = {}
@@ -377,6 +399,7 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
             bracket_rungs=searcher_config.get("bracket_rungs"),
             smaller_is_better=bool(searcher_config.get("smaller_is_better", True)),
             unit=unit,
+            stop_once=bool(searcher_config.get("stop_once", False)),
         )
 
     def initial_operations(self, ctx: SearchContext) -> List[Operation]:

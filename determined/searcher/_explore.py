@@ -1,9 +1,10 @@
 """PBT's explore step: new hyperparameter values near (or resampled from) a parent's."""
+import copy
 import math
 import random
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Tuple
 
-from determined.config import canonical_hparam, sample_hparams
+from determined.config import canonical_hparams, hparam_leaves, sample_hparams
 
 
 def explore(
@@ -15,7 +16,8 @@ def explore(
 ) -> Dict[str, Any]:
     """Explored hyperparameters for a clone of a trial whose values are `hparams`.
 
-    Per hyperparameter of `hparams_config` (in sorted name order, so that the draws depend only on `rng`):
+    Per hyperparameter of `hparams_config`, nested ones too (leaf by leaf in sorted path order, so that the draws
+    depend only on `rng`):
     with probability `resample_probability` a fresh draw from its configured distribution; otherwise a
     numeric value is multiplied by `1 + perturb_factor` or `1 - perturb_factor` (50/50) and clamped to its
     range: int rounds up (ceil) when going up and down (floor) when going down, then clamps to
@@ -29,15 +31,30 @@ def explore(
         )
     if not 0 <= perturb_factor <= 1:
         raise ValueError(f"searcher.explore_function.perturb_factor: got {perturb_factor}; must be between 0 and 1")
-    out = dict(hparams)
-    for name in sorted(hparams_config):
-        spec = canonical_hparam(hparams_config[name], f"hyperparameters.{name}")
+    specs = canonical_hparams(hparams_config)
+    out = copy.deepcopy(dict(hparams))
+    for path, spec in hparam_leaves(specs):
+        group, name = _group_of(out, path)
         resample = rng.random() < resample_probability
-        if resample or name not in hparams:
-            out[name] = sample_hparams({name: spec}, rng)[name]
+        if resample or name not in group:
+            group[name] = _sample_leaf(spec, rng)
         elif spec["type"] in ("int", "double", "log"):
-            out[name] = _perturb(spec, hparams[name], rng.random() < 0.5, perturb_factor)
+            group[name] = _perturb(spec, group[name], rng.random() < 0.5, perturb_factor)
     return out
+
+
+def _group_of(values: Dict[str, Any], path: Tuple[str, ...]) -> Tuple[Dict[str, Any], str]:
+    """The mapping that holds the value at ``path`` (made when missing or not a mapping), and its key there."""
+    group = values
+    for name in path[:-1]:
+        if not isinstance(group.get(name), dict):
+            group[name] = {}
+        group = group[name]
+    return group, path[-1]
+
+
+def _sample_leaf(spec: Mapping[str, Any], rng: random.Random) -> Any:
+    return sample_hparams({"x": spec}, rng)["x"]
 
 
 def _perturb(spec: Mapping[str, Any], value: Any, up: bool, factor: float) -> Any:

@@ -1,47 +1,50 @@
 """`grid`: one trial per point of the Cartesian product of every hyperparameter's grid values."""
 import itertools
 import math
-from typing import Any, Dict, Iterator, List, Mapping
+from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
-from determined.config import MAX_ALLOWED_TRIALS, canonical_hparam, grid_values
+from determined.config import MAX_ALLOWED_TRIALS, canonical_hparams, dotted, grid_values, hparam_leaves, nest_values
 from determined.searcher._context import SearchContext
 from determined.searcher._random import FixedTrialsSearch
 
 
-def grid_axes(hparams_config: Mapping[str, Any]) -> Dict[str, List[Any]]:
-    """The values the grid tries for each hyperparameter, in sorted hyperparameter-name order."""
-    axes: Dict[str, List[Any]] = {}
-    for name in sorted(hparams_config):
-        spec = canonical_hparam(hparams_config[name], f"hyperparameters.{name}")
+def _axes(hparams_config: Mapping[str, Any]) -> List[Tuple[Tuple[str, ...], List[Any]]]:
+    """The values the grid tries for each hyperparameter (nested ones too), by path, in sorted path order."""
+    axes = []
+    for path, spec in hparam_leaves(canonical_hparams(hparams_config)):
         if spec["type"] in ("int", "double", "log") and spec.get("count") is None:
+            name = dotted(path)
             raise ValueError(
                 f"hyperparameters.{name}: the grid searcher needs `count` for every int/double/log "
                 f"hyperparameter; add e.g. `count: 5` to {name}"
             )
-        axes[name] = grid_values(spec)
+        axes.append((path, grid_values(spec)))
     return axes
 
 
+def grid_axes(hparams_config: Mapping[str, Any]) -> Dict[str, List[Any]]:
+    """The values the grid tries for each hyperparameter, by dotted name (``optim.lr`` for a nested one), in
+    sorted order."""
+    return {dotted(path): values for path, values in _axes(hparams_config)}
+
+
 def grid_points(hparams_config: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """Every point of the grid, the first hyperparameter (by name) varying slowest.
+    """Every point of the grid (nested hyperparameters as nested mappings), the first hyperparameter (by sorted
+    path) varying slowest.
 
     Raises ValueError when the grid has more than MAX_ALLOWED_TRIALS points.
     """
-    axes = grid_axes(hparams_config)
-    total = math.prod(len(values) for values in axes.values())
+    axes = _axes(hparams_config)
+    total = math.prod(len(values) for _, values in axes)
     if total > MAX_ALLOWED_TRIALS:
-        factors = " x ".join(f"{name}: {len(values)}" for name, values in axes.items() if len(values) > 1)
+        factors = " x ".join(f"{dotted(path)}: {len(values)}" for path, values in axes if len(values) > 1)
         raise ValueError(
             f"searcher: the grid has {total} points ({factors}), more than the maximum of {MAX_ALLOWED_TRIALS} "
             f"trials; lower the count or the number of vals of some hyperparameters"
         )
-    names = list(axes)
-    order = list(hparams_config)
-    points = []
-    for values in itertools.product(*(axes[name] for name in names)):
-        by_name = dict(zip(names, values))
-        points.append({name: by_name[name] for name in order})
-    return points
+    specs = canonical_hparams(hparams_config)
+    paths = [path for path, _ in axes]
+    return [nest_values(specs, dict(zip(paths, values))) for values in itertools.product(*(v for _, v in axes))]
 
 
 class GridSearch(FixedTrialsSearch):

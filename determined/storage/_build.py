@@ -8,8 +8,9 @@ from determined.storage._base import StorageManager
 from determined.storage._s3 import S3StorageManager
 from determined.storage._shared_fs import SharedFSStorageManager
 
-SUPPORTED_TYPES = ("shared_fs", "s3")
-# Types Determined knows that this platform does not store checkpoints in.
+SUPPORTED_TYPES = ("shared_fs", "directory", "s3")
+# Types Determined knows that this platform does not store checkpoints in (the master replaces them by its default
+# storage when an experiment is created: determined.config.storage.replace_unreachable_storage).
 _UNSUPPORTED_TYPES = ("gcs", "hdfs", "azure")
 
 
@@ -45,8 +46,19 @@ def shared_fs_path(checkpoint_storage: Mapping[str, Any]) -> pathlib.Path:
     return pathlib.Path(full_real)
 
 
+def directory_path(checkpoint_storage: Mapping[str, Any]) -> pathlib.Path:
+    """The directory of a `directory` storage config (Determined 0.26.3+): its absolute `container_path`."""
+    path = checkpoint_storage.get("container_path")
+    if not path or not isinstance(path, str) or not os.path.isabs(os.path.expanduser(path)):
+        raise errors.DeterminedError(
+            f"checkpoint_storage.container_path {path!r} must be an absolute directory for type directory, "
+            "e.g. container_path: /mnt/checkpoints"
+        )
+    return pathlib.Path(os.path.realpath(os.path.expanduser(path)))
+
+
 def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]]) -> StorageManager:
-    """The storage manager for a `checkpoint_storage` config (types shared_fs and s3)."""
+    """The storage manager for a `checkpoint_storage` config (types shared_fs, directory and s3)."""
     if not checkpoint_storage or not isinstance(checkpoint_storage, Mapping):
         raise errors.DeterminedError(
             "no checkpoint_storage configured: give e.g. {type: shared_fs, host_path: /abs/dir, "
@@ -55,6 +67,8 @@ def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]]) -> St
     kind = checkpoint_storage.get("type")
     if kind == "shared_fs":
         return SharedFSStorageManager(str(shared_fs_path(checkpoint_storage)))
+    if kind == "directory":
+        return SharedFSStorageManager(str(directory_path(checkpoint_storage)))
     if kind == "s3":
         return S3StorageManager(
             bucket=checkpoint_storage.get("bucket"),  # type: ignore[arg-type]
@@ -65,7 +79,7 @@ def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]]) -> St
         )
     if kind in _UNSUPPORTED_TYPES:
         raise errors.DeterminedError(
-            f"checkpoint_storage.type {kind!r} is not supported; use shared_fs or s3 "
+            f"checkpoint_storage.type {kind!r} is not supported; use shared_fs, directory or s3 "
             "(s3 also covers S3-compatible servers such as MinIO through endpoint_url)"
         )
     raise errors.DeterminedError(

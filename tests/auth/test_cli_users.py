@@ -53,3 +53,13 @@ def test_login_reads_the_password_from_a_pipe_in_a_real_process() -> None:
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     assert "'bob'" in det("user", "whoami", check=True).stdout
+
+
+def test_det_u_is_for_one_command_even_when_it_changes_its_own_password() -> None:
+    """The order of docs/auth.md: `det -u USER` never changes who plain `det` acts as; `det user login` does."""
+    det("-u", "admin", "user", "change-password", "admin", stdin="adm-pw\n", check=True)
+    assert "'determined'" in det("user", "whoami", check=True).stdout
+    assert "'admin' (admin)" in det("-u", "admin", "user", "whoami", check=True).stdout  # logged in again, cached
+    det("user", "login", "admin", stdin="adm-pw\n", check=True)
+    det("user", "change-password", stdin="adm-pw2\n", check=True)  # plain: the default user's own password
+    assert "'admin' (admin)" in det("user", "whoami", check=True).stdout

@@ -42,8 +42,14 @@ def test_minimal_config_gets_every_default(minimal_config):
     assert config["records_per_epoch"] == 0 and config["scheduling_unit"] == 100
     assert config["bind_mounts"] == []
     assert config["environment"]["image"]["cpu"].startswith("determinedai/environments:")
-    assert config["environment"]["environment_variables"] == {"cpu": [], "gpu": []}
+    assert config["environment"]["environment_variables"] == {"cpu": [], "cuda": [], "rocm": [], "gpu": []}
     assert config["reproducibility"] == {"experiment_seed": None}
+    assert config["name"] == config["description"]
+    assert config["workspace"] == "" and config["project"] == ""
+    assert [p["name"] for p in config["log_policies"]] == ["CUDA OOM", "ECC Error"]
+    assert config["profiling"]["enabled"] is False and config["retention_policy"] is None
+    assert config["preemption_timeout"] is None and config["slurm"]["sbatch_args"] is None and config["pbs"]["slots_per_node"] is None
+    assert config["integrations"] is None
     assert config["max_restarts"] == 5
     assert config["debug"] is False and config["internal"] is None
     assert config["entrypoint"] == "model_def:MyTrial"
@@ -105,7 +111,7 @@ def test_given_values_are_kept(minimal):
         ({"labels": "a"}, "labels"),
         ({"labels": ["a", 3]}, "labels[1]"),
         ({"data": {1: "x"}}, "data.1"),
-        ({"perform_initial_validation": "yes"}, "perform_initial_validation"),
+        ({"perform_initial_validation": "maybe"}, "perform_initial_validation"),
         ({"optimizations": {"mixed_precision": "O4"}}, "optimizations.mixed_precision"),
         ({"optimizations": {"aggregation_frequency": 0}}, "optimizations.aggregation_frequency"),
         ({"resources": {"slots_per_trial": 0}}, "resources.slots_per_trial"),
@@ -155,14 +161,16 @@ def test_environment_forms(minimal):
     config = load_experiment_config(
         minimal(environment={"image": "my/image:1", "environment_variables": ["A=1", "B=x=y"]})
     )
-    assert config["environment"]["image"] == {"cpu": "my/image:1", "gpu": "my/image:1"}
-    assert config["environment"]["environment_variables"] == {"cpu": ["A=1", "B=x=y"], "gpu": ["A=1", "B=x=y"]}
+    assert config["environment"]["image"] == {"cpu": "my/image:1", "cuda": "my/image:1", "rocm": "my/image:1",
+                                               "gpu": "my/image:1"}
+    assert config["environment"]["environment_variables"]["gpu"] == ["A=1", "B=x=y"]
+    assert config["environment"]["environment_variables"]["cpu"] == ["A=1", "B=x=y"]
     config = load_experiment_config(
         minimal(environment={"image": {"gpu": "g"}, "environment_variables": {"cpu": ["C=2"]}, "ports": {"tb": 6006}})
     )
-    assert config["environment"]["image"]["gpu"] == "g"
+    assert config["environment"]["image"]["gpu"] == config["environment"]["image"]["cuda"] == "g"
     assert config["environment"]["image"]["cpu"].startswith("determinedai/environments:")
-    assert config["environment"]["environment_variables"] == {"cpu": ["C=2"], "gpu": []}
+    assert config["environment"]["environment_variables"] == {"cpu": ["C=2"], "cuda": [], "rocm": [], "gpu": []}
     assert config["environment"]["ports"] == {"tb": 6006}
     with pytest.raises(InvalidExperimentConfig) as info:
         load_experiment_config(minimal(environment={"image": {"tpu": "x"}, "environment_variables": ["NOEQUALS"]}))

@@ -79,4 +79,4 @@ def test_missing_file(tmp_path):
     with pytest.raises(ConfigFileError) as info:
         load_config_file(tmp_path / "nope.yaml")
     assert info.value.problems == [f"{tmp_path / 'nope.yaml'}: no such file; give the path of an existing YAML "
-                                   "experiment config"]
+                                   "config file"]

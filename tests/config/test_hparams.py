@@ -53,7 +53,7 @@ def test_bare_values_become_consts(minimal):
     hps = config["hyperparameters"]
     assert hps["s"] == {"type": "const", "val": "x"}
     assert hps["l"] == {"type": "const", "val": [1, 2]}
-    assert hps["d"] == {"type": "const", "val": {"a": 1}}
+    assert hps["d"] == {"a": {"type": "const", "val": 1}}  # a mapping without `type` is a group (0.14+)
     assert hps["n"] == {"type": "const", "val": None}
 
 
@@ -94,11 +94,15 @@ def test_unknown_type_suggests(minimal):
     assert "did you mean 'double'?" in info.value.problems[0]
 
 
-def test_global_batch_size_required_with_a_how_to(minimal):
+def test_global_batch_size_required_only_for_lengths_in_records_or_epochs(minimal):
+    assert load_experiment_config(minimal(hyperparameters={"lr": 0.1}))["hyperparameters"] == {
+        "lr": {"type": "const", "val": 0.1}}
     with pytest.raises(InvalidExperimentConfig) as info:
-        load_experiment_config(minimal(hyperparameters={"lr": 0.1}))
+        load_experiment_config(minimal(hyperparameters={"lr": 0.1}, records_per_epoch=100,
+                                       min_validation_period={"epochs": 1}))
     (problem,) = info.value.problems
-    assert problem.startswith("hyperparameters.global_batch_size: missing; add it under hyperparameters, e.g.")
+    assert problem.startswith("hyperparameters.global_batch_size: missing; min_validation_period (in records or "
+                              "epochs) need it: add it under hyperparameters, e.g.")
     assert "global_batch_size: 32" in problem
 
 
@@ -251,5 +255,5 @@ def test_canonical_hyperparameters_are_stable(hps):
     }
     config = load_experiment_config(raw)
     assert load_experiment_config(config) == config
-    assert all("type" in spec for spec in config["hyperparameters"].values())
+    assert all("type" in spec for spec in config["hyperparameters"].values())  # no mapping constants generated
     assert set(sample_hparams(config["hyperparameters"], random.Random(0))) == set(raw["hyperparameters"])

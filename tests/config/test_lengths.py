@@ -28,7 +28,7 @@ def test_length_to_batches_errors():
 
 @pytest.mark.parametrize(
     "length",
-    [{"batches": 1, "epochs": 1}, {}, {"steps": 10}, 100, "100", [{"batches": 1}]],
+    [{"batches": 1, "epochs": 1}, {}, {"steps": 10}, 0, "100", [{"batches": 1}]],
 )
 def test_bad_lengths_say_give_exactly_one(with_searcher, length):
     with pytest.raises(InvalidExperimentConfig) as info:

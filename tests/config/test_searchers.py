@@ -40,6 +40,9 @@ def test_adaptive_asha_defaults(with_searcher):
         "max_rungs": 5,
         "max_concurrent_trials": 0,
         "bracket_rungs": None,
+        "stop_once": False,
+        "time_metric": None,
+        "max_time": None,
     }
 
 
@@ -56,7 +59,7 @@ def test_adaptive_asha_defaults(with_searcher):
         ({"name": "adaptive_simple", "max_length": ML, "max_trials": 2001}, "searcher.max_trials"),
         ({"name": "single", "max_length": {"batches": 0}}, "searcher.max_length.batches"),
         ({"name": "single"}, "searcher.max_length"),
-        ({"name": "single", "max_length": ML, "smaller_is_better": "yes"}, "searcher.smaller_is_better"),
+        ({"name": "single", "max_length": ML, "smaller_is_better": "maybe"}, "searcher.smaller_is_better"),
         ({"name": "single", "max_length": ML, "source_trial_id": "x"}, "searcher.source_trial_id"),
         ({"name": "single", "max_length": ML, "max_trials": 3}, "searcher.max_trials"),
         ({"name": "sync_halving", "max_length": ML, "budget": ML, "num_rungs": 3}, "searcher.budget"),

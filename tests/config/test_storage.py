@@ -42,8 +42,9 @@ def test_default_checkpoint_storage_is_canonical():
 @pytest.mark.parametrize(
     "cfg, expected",
     [
-        ({"host_path": "/x"}, ["checkpoint_storage.type: missing; one of shared_fs, s3, gcs, hdfs"]),
-        ({"type": "azure"}, ["checkpoint_storage.type: got 'azure' (a string); one of shared_fs, s3, gcs, hdfs"]),
+        ({"host_path": "/x"}, ["checkpoint_storage.type: missing; one of shared_fs, directory, s3, gcs, azure, hdfs"]),
+        ({"type": "ftp"},
+         ["checkpoint_storage.type: got 'ftp' (a string); one of shared_fs, directory, s3, gcs, azure, hdfs"]),
         ({"type": "shared_fs"},
          ["checkpoint_storage.host_path: missing; the absolute path of the shared directory on the host"]),
         ({"type": "shared_fs", "host_path": "rel"},
@@ -58,7 +59,8 @@ def test_default_checkpoint_storage_is_canonical():
         ({"type": "hdfs", "hdfs_url": "x"}, ["checkpoint_storage.hdfs_path: missing; a path in HDFS"]),
         ({"type": "gcs", "bucket": "b", "save_trial_best": -1},
          ["checkpoint_storage.save_trial_best: got -1 (an int); an int >= 0"]),
-        ("s3", ["checkpoint_storage: got 's3' (a string); a mapping with type: one of shared_fs, s3, gcs, hdfs"]),
+        ("s3", ["checkpoint_storage: got 's3' (a string); a mapping with type: one of shared_fs, directory, s3, gcs, "
+                "azure, hdfs"]),
     ],
 )
 def test_storage_errors(cfg, expected):

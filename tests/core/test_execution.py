@@ -118,8 +118,9 @@ def test_create_trial_instance(tmp_path: pathlib.Path) -> None:
     assert default.lr == 3.0
     assert default.context.get_experiment_config()["searcher"]["name"] == "single"
     assert default.context.get_experiment_config()["hyperparameters"]["lr"] == {"type": "const", "val": 3.0}
-    with pytest.raises(Exception, match="global_batch_size: missing"):
-        _execution.create_trial_instance(CountingTrial, str(ckpts), hparams={"lr": 3.0})
+    without = _execution.create_trial_instance(CountingTrial, str(ckpts), hparams={"lr": 3.0})  # 0.38: not needed
+    with pytest.raises(errors.InvalidTrialError, match="global_batch_size: missing"):
+        without.context.get_per_slot_batch_size()  # until the trial asks for its batch size
 
 
 def test_create_trial_instance_reports_bad_config(tmp_path: pathlib.Path) -> None:
@@ -127,3 +128,38 @@ def test_create_trial_instance_reports_bad_config(tmp_path: pathlib.Path) -> Non
 
     with pytest.raises(InvalidExperimentConfig, match="max_restarts"):
         _execution.create_trial_instance(CountingTrial, str(tmp_path), config={"max_restarts": -1}, hparams={})
+
+
+class CwdTrial(CountingTrial):
+    """Reads a file of its context dir by a relative path, as model code does."""
+
+    def __init__(self, context: det.TrialContext) -> None:
+        super().__init__(context)
+        self.lr = float(pathlib.Path("lr.txt").read_text())
+
+
+def test_create_local_test_runs_the_code_in_context_dir(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from determined.experimental import create
+
+    context_dir = tmp_path / "ctx"
+    context_dir.mkdir()
+    (context_dir / "lr.txt").write_text("0.5")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    summary = create(CwdTrial, CONFIG, local=True, test=True, context_dir=str(context_dir))
+    assert summary["validation_metrics"] == {"validation_loss": 0.5}  # lr read from context_dir, one batch
+    assert pathlib.Path.cwd() == elsewhere  # the working directory is given back
+    with pytest.raises(errors.DeterminedError, match="context_dir .*missing.* is not a directory"):
+        create(CwdTrial, CONFIG, local=True, test=True, context_dir=str(tmp_path / "missing"))
+
+
+def test_create_reads_a_yaml_path_or_text_as_yaml_1_2(tmp_path: pathlib.Path) -> None:
+    from determined.experimental import create
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("hyperparameters:\n  lr: 1e-4\n  global_batch_size: 8\n"
+                    "searcher: {name: single, metric: validation_loss, max_length: 5}\n")
+    for config in (str(path), path, path.read_text()):
+        summary = create(CountingTrial, config, local=True, test=True)
+        assert summary["hparams"]["lr"] == 1e-4 and summary["training_metrics"] == {"loss": 1e-4}

@@ -219,3 +219,38 @@ def test_unreachable_master_exits_nonzero(monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setattr(harness, "_setup_logging", lambda: None)
     assert harness.main() == harness.EXIT_MASTER_UNREACHABLE
     assert "cannot reach the master" in capsys.readouterr().err
+
+
+BAD_INIT = '''
+import determined.pytorch as det_torch
+
+
+class BadInitTrial(det_torch.PyTorchTrial):
+    def __init__(self, context):
+        self.context = context
+        self.order = sorted([1, "a"])  # TypeError: '<' not supported between 'str' and 'int'
+
+    def train_batch(self, batch, epoch_idx, batch_idx):
+        raise AssertionError("never reached")
+
+    def evaluate_batch(self, batch):
+        raise AssertionError("never reached")
+
+    def build_training_data_loader(self):
+        raise AssertionError("never reached")
+
+    def build_validation_data_loader(self):
+        raise AssertionError("never reached")
+'''
+
+
+def test_a_type_error_in_a_trials_init_ends_the_trial_without_restarts(
+    make_master: Any, model_dir: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    (model_dir / "bad_init.py").write_text(BAD_INIT)
+    master = make_master(_config(tmp_path, entrypoint="bad_init:BadInitTrial"), {"global_batch_size": 4})
+    master.ops = [{"length": 3}]
+    proc = _run_harness(master, tmp_path, timeout=120)
+    assert proc.returncode == 1
+    assert "BadInitTrial(context) raised TypeError" in proc.stderr and "bad_init.py" in proc.stderr
+    assert master.early_exits == [{"reason": "ERRORED"}]  # a Trial-API error: the master does not restart it

@@ -45,8 +45,10 @@ def test_batch_sizes_across_slots(tmp_path: pathlib.Path) -> None:
     assert _context(tmp_path, {"global_batch_size": 64.0}, size=4).get_per_slot_batch_size() == 16
     with pytest.raises(errors.DeterminedError, match=r"global_batch_size \(2\) must be at least the number of slots \(3\)"):
         _context(tmp_path, {"global_batch_size": 2}, size=3)
-    with pytest.raises(errors.DeterminedError, match="must be an integer"):
+    with pytest.raises(errors.InvalidTrialError, match="global_batch_size: got 'big'; a positive int"):
         _context(tmp_path, {"global_batch_size": "big"})
-    missing = _context(tmp_path, {"lr": 1})
-    with pytest.raises(errors.DeterminedError, match="global_batch_size is missing"):
+    missing = _context(tmp_path, {"lr": 1})  # a trial that never asks for its batch size needs none (0.38)
+    with pytest.raises(errors.InvalidTrialError, match="global_batch_size: missing; the trial asks for its batch size"):
         missing.get_per_slot_batch_size()
+    with pytest.raises(errors.InvalidTrialError, match="add it under hyperparameters, e.g."):
+        missing.get_global_batch_size()

@@ -1,6 +1,8 @@
 """Trials for the distributed tests (importable by the worker processes: this dir goes on sys.path)."""
+import os
+import pathlib
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import torch
 from torch import nn
@@ -91,3 +93,42 @@ class StopOnRankOneTrial(LinearTrial):
         if batch_idx == 4 and self.context.distributed.rank == 1:
             self.context.set_stop_requested(True)
         return metrics
+
+
+def in_batch_order(global_batch_indices: List[int]) -> float:
+    """1.0 when the values of every slot come back interleaved in the order of the validation's batches."""
+    return float(global_batch_indices == list(range(len(global_batch_indices))))
+
+
+class UploadRecorder(det_torch.PyTorchCallback):
+    """Writes every checkpoint uuid it hears to uploads-rank<r>.txt in $DDP_TEST_OUT."""
+
+    def __init__(self, rank: int) -> None:
+        self.path = pathlib.Path(os.environ["DDP_TEST_OUT"]) / f"uploads-rank{rank}.txt"
+
+    def on_checkpoint_upload_end(self, uuid: str) -> None:
+        with open(self.path, "a") as f:
+            f.write(uuid + "\n")
+
+
+class ReducerTrial(LinearTrial):
+    """wrap_reducer over two slots (reducer functions for training and for validation; MetricReducers go
+    through the same gathering, see tests/pytorch/test_reducers.py), and a callback that must hear every
+    checkpoint's uuid on every rank."""
+
+    def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
+        super().__init__(context)
+        self.records = context.wrap_reducer(sum, name="records_trained", for_validation=False)
+        self.order = context.wrap_reducer(in_batch_order, name="in_batch_order", for_training=False)
+
+    def build_callbacks(self) -> Dict[str, det_torch.PyTorchCallback]:
+        return {"uploads": UploadRecorder(self.context.distributed.rank)}
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        self.records.update(len(batch[0]))
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+    def evaluate_batch(self, batch: Any, batch_idx: int) -> Dict[str, Any]:  # type: ignore[override]
+        distributed = self.context.distributed
+        self.order.update(batch_idx * distributed.size + distributed.rank)
+        return super().evaluate_batch(batch)

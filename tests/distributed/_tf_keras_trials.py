@@ -101,3 +101,16 @@ class DieOnRankOneTrial(LinearTrial):
 
     def keras_callbacks(self) -> List[tf.keras.callbacks.Callback]:
         return [_DieOnRankOne(self.context.distributed.rank)]
+
+
+def native_script(context: Any) -> None:
+    """What a Horovod-era Native API script does after `context = init(config)`: build and compile its model at
+    module level (in no strategy scope of its own), then fit() it."""
+    tf.keras.utils.set_random_seed(0)
+    model = context.wrap_model(tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(3,))]))
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(context.get_hparam("lr")),
+        loss="mse",
+        metrics=[tf.keras.metrics.MeanAbsoluteError(name="mae"), Records()],
+    )
+    model.fit(*regression_data(TRAIN_RECORDS, 0), validation_data=regression_data(VALIDATION_RECORDS, 1), epochs=5)

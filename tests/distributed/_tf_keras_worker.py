@@ -47,7 +47,13 @@ def main() -> None:
             str(ckpt_dir), scenario["lengths"], config, hparams, 5, distributed=distributed,
             latest_checkpoint=latest, steps_completed=steps,
         )
-        _execution.run_trial(getattr(_tf_keras_trials, scenario["trial"]), context)
+        if scenario["trial"] == "native_script":
+            from determined.experimental.keras import _init
+
+            native = _init.native_trial_context(context, _init._run_controller)
+            _tf_keras_trials.native_script(native)
+        else:
+            _execution.run_trial(getattr(_tf_keras_trials, scenario["trial"]), context)
         if distributed.rank == 0:
             checkpoints = [{"uuid": c["uuid"], "steps_completed": c["steps_completed"]}
                            for c in context.checkpoint.reported]

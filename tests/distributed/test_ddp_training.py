@@ -43,6 +43,7 @@ SCENARIOS: List[Dict[str, Any]] = [
     {"name": "full_dataset", "trial": "FullDatasetTrial", "lengths": [2], "config": _config()},
     {"name": "stopped", "trial": "StopOnRankOneTrial", "lengths": [40],
      "config": _config(hyperparameters={"sleep": 0.05})},
+    {"name": "reducers", "trial": "ReducerTrial", "lengths": [4, 8], "config": _config()},
 ]
 
 
@@ -51,14 +52,16 @@ def two_slots(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     """Every scenario, run once by 2 ranks (one launch: the process group is reused across scenarios)."""
     out = tmp_path_factory.mktemp("ddp")
     (out / "scenarios.json").write_text(json.dumps(SCENARIOS))
-    env = {**os.environ, "OMP_NUM_THREADS": "2", "DET_COLLECTIVE_TIMEOUT_S": "120"}
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "DET_COLLECTIVE_TIMEOUT_S": "120", "DDP_TEST_OUT": str(out)}
     proc = subprocess.run(
         [sys.executable, "-m", "determined.exec.launch", "--nproc-per-node", "2",
          str(HERE / "_ddp_worker.py"), str(out / "scenarios.json"), str(out)],
         capture_output=True, text=True, timeout=240, env=env,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {s["name"]: json.loads((out / f"{s['name']}.json").read_text()) for s in SCENARIOS}
+    results = {s["name"]: json.loads((out / f"{s['name']}.json").read_text()) for s in SCENARIOS}
+    results["uploads"] = [(out / f"uploads-rank{rank}.txt").read_text().split() for rank in (0, 1)]
+    return results
 
 
 def _one_slot(tmp_path: pathlib.Path, raw: Dict[str, Any], lengths: List[int]) -> Dict[str, Any]:
@@ -131,3 +134,18 @@ def test_a_stop_requested_on_one_rank_stops_every_rank(two_slots: Dict[str, Any]
     steps = [c["steps_completed"] for c in stopped["checkpoints"]]
     assert len(steps) == 1 and 5 <= steps[0] < 40, steps
     assert stopped["training"][-1]["steps_completed"] == steps[0]
+
+
+def test_reducers_are_reduced_per_slot_then_across_slots(two_slots: Dict[str, Any]) -> None:
+    reducers = two_slots["reducers"]
+    # 4 batches of 8 records (4 per slot) per training period, summed over the slots.
+    assert [r["metrics"]["records_trained"] for r in reducers["training"]] == [32, 32]
+    # 11 validation batches, 6 on rank 0 and 5 on rank 1, back in their order.
+    assert [v["metrics"]["in_batch_order"] for v in reducers["validation"]] == [1.0, 1.0]
+    assert all("in_batch_order" not in r["metrics"] for r in reducers["training"])
+
+
+def test_every_rank_hears_each_checkpoint_upload(two_slots: Dict[str, Any]) -> None:
+    chief, other = two_slots["uploads"]
+    assert chief == other == [c["uuid"] for c in two_slots["reducers"]["checkpoints"]]
+    assert len(chief) >= 1

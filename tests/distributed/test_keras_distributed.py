@@ -36,6 +36,7 @@ SCENARIOS: List[Dict[str, Any]] = [
     {"name": "half", "trial": "LinearTrial", "lengths": [12], "config": _config()},
     {"name": "resumed", "trial": "LinearTrial", "lengths": [24], "config": _config(), "resume_from": "half"},
     {"name": "dataset", "trial": "DatasetTrial", "lengths": [16], "config": _config()},
+    {"name": "native", "trial": "native_script", "lengths": [12], "config": _config()},
     {"name": "stopped", "trial": "StopOnRankOneTrial", "lengths": [40], "config": _config()},
 ]
 
@@ -113,6 +114,15 @@ def test_only_the_chief_checkpoints(two_slots: Dict[str, Any]) -> None:
     uuids = {c["uuid"] for s in two_slots.values() for c in s["checkpoints"]}
     # Every directory in the storage is a checkpoint the chief reported: rank 1 wrote none there.
     assert set(two_slots["stopped"]["checkpoint_dirs"]) == uuids
+
+
+def test_a_native_script_building_its_model_at_module_level_trains_like_the_trial(two_slots: Dict[str, Any]) -> None:
+    """The Native API script builds its model after init(), outside any strategy scope of its own (as Horovod-era
+    scripts did): on two slots it trains as the Trial API's LinearTrial does."""
+    native, half = two_slots["native"], two_slots["half"]
+    assert [c["steps_completed"] for c in native["checkpoints"]] == [12]
+    _assert_same_weights(native["weights"], half["weights"])
+    assert native["validation"][-1]["metrics"]["val_records"] == VALIDATION_RECORDS
 
 
 def test_tf_data_datasets_are_sharded_and_train(two_slots: Dict[str, Any]) -> None:

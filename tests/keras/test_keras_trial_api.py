@@ -46,14 +46,15 @@ class InfiniteValidationTrial(trials.DatasetTrial):
 
 class BadBatchTrial(trials.SequenceTrial):
     def build_training_data_loader(self) -> Any:
-        class XOnly(tf.keras.utils.Sequence):
+        class FourItems(tf.keras.utils.Sequence):
             def __len__(self) -> int:
                 return 2
 
             def __getitem__(self, i: int) -> Any:
-                return trials.make_data(0)[0][:8]
+                x, y = trials.make_data(0)
+                return x[:8], y[:8], y[:8], y[:8]
 
-        return XOnly()
+        return FourItems()
 
 
 @pytest.mark.parametrize(
@@ -64,7 +65,7 @@ class BadBatchTrial(trials.SequenceTrial):
         (ListLoaderTrial, "returned list, which is not a supported loader: return a tuple (x, y)"),
         (GeneratorLoaderTrial, "returned generator, which is not a supported loader"),
         (InfiniteValidationTrial, "returned an infinite tf.data.Dataset"),
-        (BadBatchTrial, "every batch must be a tuple (inputs, targets) or (inputs, targets, sample_weights)"),
+        (BadBatchTrial, "a tuple of 4 items; every batch must be a tuple (inputs, targets) or (inputs, targets, s"),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else "",
 )
@@ -72,6 +73,15 @@ def test_clear_errors(trial_class: type, message: str, tmp_path: pathlib.Path) -
     with pytest.raises(errors.InvalidTrialError) as info:
         trials.run_trial(trial_class, tmp_path, [4])
     assert message in str(info.value)
+
+
+def test_a_tfkerastrial_needs_global_batch_size(tmp_path: pathlib.Path) -> None:
+    # The config no longer requires it (Determined 0.38 does not); the Trial API that batches with it does.
+    config = trials.make_config(hyperparameters={"learning_rate": 0.05})
+    with pytest.raises(errors.InvalidTrialError) as info:
+        trials.run_trial(trials.ArrayTrial, tmp_path, [4], config=config)
+    assert str(info.value).startswith("hyperparameters.global_batch_size: missing; a TFKerasTrial (ArrayTrial) "
+                                      "batches its data with it: add it under hyperparameters, e.g.")
 
 
 def test_sequence_adapter_arguments() -> None:
@@ -142,7 +152,7 @@ def test_keras_callbacks_run_at_the_right_times(tmp_path: pathlib.Path) -> None:
 
 def test_stop_training_from_a_callback_stops_the_trial_early(tmp_path: pathlib.Path) -> None:
     ctx = trials.run_trial(StoppingTrial, tmp_path, [16])
-    assert ctx.train.early_exit_reason == "USER_CANCELED"
+    assert ctx.train.early_exit_reason == "USER_REQUESTED_STOP"
     assert [c["steps_completed"] for c in ctx.checkpoint.reported] == [5]
     assert ctx.searcher.completed_operations == []
 
@@ -165,8 +175,18 @@ def test_checkpoint_loads_as_the_trained_keras_model(tmp_path: pathlib.Path) -> 
 
 
 EAGER_OFF_TRIAL = """
-import sys, tensorflow as tf
+import sys
 sys.path.insert(0, {repo!r})
+import determined as det
+from determined.tensorflow import _tf1_compat
+
+_tf1_compat.install_when_imported()  # as the harness does before it imports a trial's code
+assert "tensorflow" not in sys.modules
+import tensorflow as tf
+from tensorflow.python.keras.utils.data_utils import Sequence
+assert Sequence is tf.keras.utils.Sequence, "the TF 1.x shims are installed once TensorFlow is imported"
+assert callable(det.experimental.keras.init) and callable(det.experimental.estimator.init)
+
 from tests.keras import _keras_trials as trials
 
 class GraphTrial(trials.ArrayTrial):
@@ -179,19 +199,37 @@ class GraphTrial(trials.ArrayTrial):
         model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="tanh", input_shape=(4,)),
                                      tf.keras.layers.Dense(1, activation="sigmoid")])
         model = self.context.wrap_model(model)
-        model.compile(optimizer=tf.keras.optimizers.legacy.Adam(0.05), loss="binary_crossentropy")
+        optimizer = tf.keras.optimizers.Adam(0.05)  # Keras 2.15's cannot train in graph mode: the legacy one
+        assert isinstance(optimizer, tf.keras.optimizers.legacy.Adam)
+        model.compile(optimizer=optimizer, loss="binary_crossentropy", metrics=["accuracy"])
         return model
 
-ctx = trials.run_trial(GraphTrial, __import__("pathlib").Path({ckpt!r}), [40])
-h = ctx.train.training_history
-print("LOSSES", h[0]["metrics"]["loss"], h[-1]["metrics"]["loss"], len(ctx.checkpoint.reported))
+class GraphDatasetTrial(GraphTrial):
+    def _dataset(self, seed, n):
+        x, y = trials.make_data(seed, n)
+        return self.context.wrap_dataset(tf.data.Dataset.from_tensor_slices((x, y))).batch(8)
+
+    def build_training_data_loader(self):
+        return self._dataset(0, trials.RECORDS)
+
+    def build_validation_data_loader(self):
+        return self._dataset(1, 32)
+
+for trial in (GraphTrial, GraphDatasetTrial):
+    ctx = trials.run_trial(trial, __import__("pathlib").Path({ckpt!r}) / trial.__name__, [40])
+    h = ctx.train.training_history
+    v = ctx.train.validation_history[-1]["metrics"]
+    print("LOSSES", h[0]["metrics"]["loss"], h[-1]["metrics"]["loss"], len(ctx.checkpoint.reported), v["val_accuracy"])
 """
 
 
 def test_eager_execution_can_be_disabled_in_init(tmp_path: pathlib.Path) -> None:
+    """Arrays and a tf.data.Dataset (read through the Keras session) train in graph mode; in a process of its own,
+    which also checks the TF 1.x shims of a trial process and `det.experimental.keras` after `import determined`."""
     code = EAGER_OFF_TRIAL.format(repo=str(REPO), ckpt=str(tmp_path / "ckpt"))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=REPO)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("LOSSES")]
-    _, first, last, checkpoints = line.split()
-    assert float(last) < float(first) * 0.8 and checkpoints == "1"
+    lines = [ln.split()[1:] for ln in proc.stdout.splitlines() if ln.startswith("LOSSES")]
+    assert len(lines) == 2, proc.stdout
+    for first, last, checkpoints, accuracy in lines:
+        assert float(last) < float(first) * 0.8 and checkpoints == "1" and float(accuracy) > 0.7

@@ -3,7 +3,7 @@
 Behaviour comes from environment variables: FAKE_DIR (records and markers), FAKE_CHUNK (batches per
 training report), FAKE_SLEEP (seconds per chunk), FAKE_CKPT_EVERY (batches between checkpoints),
 FAKE_HANG_AT (on its first run, the trial writes its pid to FAKE_DIR/pid-<trial> at this step and hangs),
-FAKE_CRASH_TRIAL (this trial id always exits 3 after its first chunk).
+FAKE_CRASH_TRIAL (these trial ids, comma-separated, always exit 3 after their first chunk).
 """
 import os
 import sys
@@ -20,7 +20,7 @@ chunk = int(env.get("FAKE_CHUNK", "5"))
 pause = float(env.get("FAKE_SLEEP", "0.01"))
 ckpt_every = int(env.get("FAKE_CKPT_EVERY", "10"))
 hang_at = int(env.get("FAKE_HANG_AT", "0"))
-crash_trial = int(env.get("FAKE_CRASH_TRIAL", "0"))
+crash_trials = {int(t) for t in env.get("FAKE_CRASH_TRIAL", "0").split(",")}
 
 session = Session(env["DET_MASTER"], token=env["DET_SESSION_TOKEN"])
 context = session.get(f"/trials/{trial_id}/context")
@@ -68,7 +68,7 @@ while True:
         steps = min(steps + chunk, target)
         time.sleep(pause)
         session.post(f"/trials/{trial_id}/training_metrics", {"steps_completed": steps, "metrics": {"loss": x + 1 / steps}})
-        if crash_trial == trial_id:
+        if trial_id in crash_trials:
             os._exit(3)
         marker = os.path.join(fake_dir, f"hung-{trial_id}")
         if hang_at and steps >= hang_at and not os.path.exists(marker):

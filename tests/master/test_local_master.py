@@ -106,8 +106,16 @@ def test_max_restarts_exhausted_errors_the_trial_and_the_experiment_goes_on(
         exp_id = create(s, config(max_trials=2, length=20, max_restarts=1))
         wait_for(lambda: state(s, exp_id) == "COMPLETED", message="experiment COMPLETED")
         by_id = {t["id"]: t for t in trials(s, exp_id)}
-        assert by_id[1]["state"] == "ERROR" and by_id[1]["restarts"] == 2
+        # Two runs, one restart: describe and the trial's logs tell the same count.
+        assert by_id[1]["state"] == "ERROR" and by_id[1]["restarts"] == 1
         assert by_id[2]["state"] == "COMPLETED"
+        logs = s.get("/trials/1/logs")["logs"]
+        failures = [line["message"] for line in logs if line["stream"] == "master" and " failed " in line["message"]]
+        assert failures == [
+            "[master] run 1 failed with exit code 3; restart 1 of 1 from the start (no checkpoint yet)",
+            "[master] run 2 failed with exit code 3; no restart left (max_restarts 1)",
+        ]
+        assert sum("fake trial 1 starts" in line["message"] for line in logs) == 2
         assert training_steps(s, 1) == []  # nothing reported after the (absent) checkpoint is kept
 
 

@@ -71,3 +71,19 @@ def test_a_waiting_trial_of_a_paused_experiment_does_not_count(session: Session)
     waiting.experiment_id = 2
     session.flush()
     assert scheduler.idle_trials(session) == []
+
+
+def test_resources_priority_gives_slots_to_the_smaller_number_first(session: Session) -> None:
+    # Experiment 1 (no priority: 42) came first; experiment 2 asks for priority 10, experiment 3 for 60.
+    session.add(Experiment(id=2, state=states.ACTIVE, config={"resources": {"priority": 10}}, model_def=b""))
+    session.add(Experiment(id=3, state=states.ACTIVE, config={"resources": {"priority": 60}}, model_def=b""))
+    session.flush()
+    for trial_id, exp_id in ((1, 1), (2, 2), (3, 3), (4, 2)):
+        session.add(Trial(id=trial_id, experiment_id=exp_id, request_id=f"r{trial_id}", hparams={}, seed=0,
+                          state=states.ACTIVE))
+        session.flush()
+        session.add(SearcherOperation(trial_id=trial_id, length=2, length_batches=2, completed=False))
+    session.flush()
+    assert [t.id for t in scheduler.pick_trials(session, 1)] == [2]
+    assert [t.id for t in scheduler.pick_trials(session, 3)] == [2, 4, 1]  # all of priority 10, then 42; 60 waits
+    assert [t.id for t in scheduler.pick_trials(session, 4)] == [2, 4, 1, 3]

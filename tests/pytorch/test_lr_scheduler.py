@@ -97,5 +97,5 @@ def test_scheduler_state_is_checkpointed(tmp_path: pathlib.Path) -> None:
 
 def test_invalid_step_mode_is_a_clear_error() -> None:
     optimizer = torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0)
-    with pytest.raises(Exception, match="STEP_EVERY_EPOCH, STEP_EVERY_BATCH or MANUAL_STEP"):
+    with pytest.raises(Exception, match="STEP_EVERY_EPOCH, STEP_EVERY_BATCH, STEP_EVERY_OPTIMIZER_STEP or MANUAL_STEP"):
         det_torch.LRScheduler(torch.optim.lr_scheduler.StepLR(optimizer, 1), "every batch")  # type: ignore[arg-type]

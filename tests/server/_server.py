@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from sqlalchemy import select
 
@@ -40,7 +40,8 @@ class ServerProcess:
     """`det master up --port 0` on 127.0.0.1 in a subprocess (with the fake trial program unless `fake=False`)."""
 
     def __init__(self, data_dir: pathlib.Path, *, db: Optional[str] = None, cpu_slots: int = 2, fake: bool = True,
-                 env: Optional[Dict[str, str]] = None, preemption_timeout: float = 20.0) -> None:
+                 env: Optional[Dict[str, str]] = None, preemption_timeout: float = 20.0,
+                 args: Sequence[str] = ()) -> None:
         self.data_dir = data_dir
         self.db = db
         self.cpu_slots = cpu_slots
@@ -49,6 +50,7 @@ class ServerProcess:
         fake_dir.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, **FAKE_TRIAL_ENV, "FAKE_DIR": str(fake_dir), **(env or {})}
         self.preemption_timeout = preemption_timeout
+        self.args = list(args)  # more options of `det master up`
         self.proc: Optional["subprocess.Popen[bytes]"] = None
         self.url = ""
         self.log = data_dir.parent / f"master-{data_dir.name}.log"
@@ -58,7 +60,7 @@ class ServerProcess:
         program = [sys.executable, str(SERVE_FAKE)] if self.fake else [sys.executable, "-m", "determined.cli.main"]
         argv = program + ["master", "up", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(self.data_dir),
                           "--cpu-slots", str(self.cpu_slots), "--preemption-timeout", str(self.preemption_timeout)]
-        return argv + (["--db", self.db] if self.db else [])
+        return argv + (["--db", self.db] if self.db else []) + self.args
 
     def start(self, timeout: float = 90.0) -> "ServerProcess":
         self.runs += 1

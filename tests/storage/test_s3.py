@@ -213,13 +213,13 @@ def test_damaged_checkpoint_is_refused(moto_s3: MotoS3, tmp_path: pathlib.Path) 
 
 
 def test_build_storage_manager_s3(moto_s3: MotoS3) -> None:
-    assert storage.SUPPORTED_TYPES == ("shared_fs", "s3")
+    assert storage.SUPPORTED_TYPES == ("shared_fs", "directory", "s3")
     mgr = storage.build_storage_manager({**moto_s3.storage_config("bkt", prefix="p/q"), "save_trial_best": 1})
     assert isinstance(mgr, storage.S3StorageManager)
     assert (mgr.bucket, mgr.prefix, mgr.endpoint_url) == ("bkt", "p/q", moto_s3.endpoint_url)
     assert mgr.key_prefix("abc") == "p/q/abc/"
     for kind in ("gcs", "hdfs", "azure"):
-        with pytest.raises(errors.DeterminedError, match=f"'{kind}' is not supported; use shared_fs or s3"):
+        with pytest.raises(errors.DeterminedError, match=f"'{kind}' is not supported; use shared_fs, directory or s3"):
             storage.build_storage_manager({"type": kind, "bucket": "b"})
     with pytest.raises(errors.DeterminedError, match="bucket is required"):
         storage.build_storage_manager({"type": "s3"})

@@ -140,10 +140,21 @@ def test_build_storage_manager_paths(tmp_path: pathlib.Path) -> None:
 
 
 def test_build_storage_manager_unsupported_types() -> None:
-    with pytest.raises(errors.DeterminedError, match=r"'gcs' is not supported; use shared_fs or s3"):
+    with pytest.raises(errors.DeterminedError, match=r"'gcs' is not supported; use shared_fs, directory or s3"):
         storage.build_storage_manager({"type": "gcs", "bucket": "b"})
     with pytest.raises(errors.DeterminedError, match="no checkpoint_storage configured"):
         storage.build_storage_manager(None)
+
+
+def test_directory_storage_writes_into_its_container_path(tmp_path: pathlib.Path) -> None:
+    # Determined 0.26.3's `directory` type: the trial writes checkpoints straight into a directory.
+    src = tmp_path / "src"
+    _make_tree(src)
+    mgr = storage.build_storage_manager({"type": "directory", "container_path": str(tmp_path / "ckpts")})
+    mgr.upload(str(src), "ckpt-1")
+    assert (tmp_path / "ckpts" / "ckpt-1" / "sub" / "deeper" / "c.txt").read_text() == "gamma"
+    with pytest.raises(errors.DeterminedError, match="container_path 'rel' must be an absolute directory"):
+        storage.build_storage_manager({"type": "directory", "container_path": "rel"})
 
 
 def test_upload_of_missing_dir_is_a_clear_error(tmp_path: pathlib.Path) -> None:

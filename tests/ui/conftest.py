@@ -66,7 +66,7 @@ def asha_config() -> Dict[str, Any]:
         "searcher": {"name": "adaptive_asha", "metric": "validation_loss", "max_length": {"batches": 16},
                      "max_trials": 6, "divisor": 2, "max_rungs": 3, "mode": "aggressive"},
         "hyperparameters": {"global_batch_size": 1, "x": {"type": "double", "minval": 0, "maxval": 1},
-                            "noise": {"type": "double", "minval": 0, "maxval": 1},
+                            "extra": {"noise": {"type": "double", "minval": 0, "maxval": 1}},  # nested: extra.noise
                             "lr": {"type": "log", "minval": -4, "maxval": -1},
                             "batch": {"type": "categorical", "vals": [20, 30, 40]},
                             "sleep": 0.01, "report_every": 2},

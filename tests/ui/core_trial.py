@@ -1,7 +1,7 @@
 """A tiny trial written against `determined.core`, run by the UI tests' master in place of the harness.
 
 It trains nothing: the loss follows its hyperparameters (`x` matters, `noise` barely), so importance, learning
-curves and ASHA promotions are predictable. Hyperparameters: `x`, `noise`, `sleep` (seconds per batch) and
+curves and ASHA promotions are predictable. Hyperparameters: `x`, `noise` (or `extra.noise`, nested), `sleep` (seconds per batch) and
 `report_every` (batches per training report).
 """
 import json
@@ -18,7 +18,7 @@ def loss_at(x: float, noise: float, steps: int) -> float:
 def main() -> None:
     with core.init() as ctx:
         hp = ctx.info.hparams
-        x, noise = float(hp["x"]), float(hp.get("noise", 0.0))
+        x, noise = float(hp["x"]), float((hp.get("extra") or {}).get("noise", hp.get("noise", 0.0)))
         sleep, every = float(hp.get("sleep", 0.0)), int(hp.get("report_every", 2))
         steps = ctx.info.steps_completed
         print(f"trial {ctx.info.trial_id} starts at batch {steps}", flush=True)

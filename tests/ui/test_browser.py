@@ -280,7 +280,7 @@ def test_parallel_coordinates_use_log_and_categorical_axes(ui_master: Dict[str, 
         values: Array.from(d.values), tickvals: d.tickvals ? Array.from(d.tickvals) : null,
         ticktext: d.ticktext ? Array.from(d.ticktext) : null}))""")
     by_label = {d["label"]: d for d in dims}
-    assert set(by_label) == {"batch", "lr (log)", "noise", "x", "validation_loss"}  # no trial-id axis
+    assert set(by_label) == {"batch", "extra.noise", "lr (log)", "x", "validation_loss"}  # no trial-id axis
     order = page.evaluate("() => Array.from(document.getElementById('hp-parcoords').data[0].meta)")
     assert sorted(order) == sorted(t["id"] for t in trials)
     for i, tid in enumerate(order):
@@ -288,6 +288,8 @@ def test_parallel_coordinates_use_log_and_categorical_axes(ui_master: Dict[str, 
         assert by_label["lr (log)"]["values"][i] == pytest.approx(math.log10(t["hparams"]["lr"]))
         assert by_label["batch"]["values"][i] == [20, 30, 40].index(t["hparams"]["batch"])
         assert by_label["x"]["values"][i] == pytest.approx(t["hparams"]["x"])
+        assert by_label["extra.noise"]["values"][i] == pytest.approx(t["hparams"]["extra"]["noise"])  # nested
+        assert by_label["validation_loss"]["values"][i] == pytest.approx(t["best_validation"])
     assert by_label["lr (log)"]["tickvals"] == [-4, -3, -2, -1]
     assert by_label["lr (log)"]["ticktext"] == ["0.0001", "0.001", "0.01", "0.1"]
     assert by_label["batch"]["tickvals"] == [0, 1, 2] and by_label["batch"]["ticktext"] == ["20", "30", "40"]

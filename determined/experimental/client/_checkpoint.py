@@ -191,7 +191,7 @@ class Checkpoint(MasterBound):
                     f"checkpoint {path} was written by PyTorch ({framework}) but PyTorch cannot be imported here "
                     f"({e}); install it, e.g. pip install 'determined-revived[torch]'"
                 ) from None
-            return load_trial_from_checkpoint_path(str(ckpt), **kwargs)
+            return load_trial_from_checkpoint_path(str(ckpt), torch_load_kwargs=kwargs)
         if framework.startswith("tensorflow") and _checkpoint_format(ckpt) == "saved_model":
             # EstimatorTrial: the SavedModel exported into the checkpoint (kwargs: export_name=).
             try:

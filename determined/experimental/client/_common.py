@@ -16,9 +16,10 @@ class UsageError(errors.DeterminedError, ValueError):
     """A call of the SDK with arguments that cannot work; the message says which and what to pass instead."""
 
 
-def open_session(master: Optional[str]) -> Session:
-    """A session to `master` (a URL), else $DET_MASTER / $DET_MASTER_ADDR, else the local data dir's master."""
-    return _connect.read_session(master or None)
+def open_session(master: Optional[str], user: Optional[str] = None) -> Session:
+    """A session to `master` (a URL), else $DET_MASTER / $DET_MASTER_ADDR, else the local data dir's master; as
+    `user` when given."""
+    return _connect.read_session(master or None, user)
 
 
 class MasterBound:

@@ -19,13 +19,22 @@ class Determined:
     """Determined gives access to Determined API objects.
 
     The master is `master`, else $DET_MASTER, else $DET_MASTER_ADDR; with none set, the master running on
-    the local data dir, or the data dir's API opened in this process.
+    the local data dir, or the data dir's API opened in this process. Every request is made as `user`
+    (default: $DET_USER, else the user of the last `det user login` on that master, else `determined`), with
+    that user's token from `det user login`, or a login with a blank password; a user who has a password and
+    no token gets an error saying to run `det user login USER`.
     """
 
     def __init__(self, master: Optional[str] = None, user: Optional[str] = None) -> None:
+        if user is not None and (not isinstance(user, str) or not user):
+            raise UsageError(f"user must be a user name, not {user!r}")
         self._master = _connect.configured_master(master) or ""
-        self.user = user or "determined"
-        self._session = open_session(self._master)
+        self._session = open_session(self._master, user)
+
+    @property
+    def user(self) -> str:
+        """The user this client acts as."""
+        return self._session.username()
 
     def get_experiment(self, experiment_id: int) -> ExperimentReference:
         """The ExperimentReference of the experiment `experiment_id` (a NotFoundError if there is none)."""

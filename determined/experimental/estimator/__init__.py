@@ -19,8 +19,6 @@ from determined.experimental._native import Mode
 logger = logging.getLogger("determined.estimator")
 
 
-
-
 def _resolve_mode(mode: Union[Mode, str, bool], local: Optional[bool], test: bool) -> Tuple[bool, bool]:
     """(local, test) from the seed's `mode` and the later `local`/`test` flags."""
     if isinstance(mode, bool):  # init(config, True): the later positional `local`
@@ -87,12 +85,12 @@ def init(
                 estimator_native.restore_train_and_evaluate()
             sys.exit(0)
 
-        estimator_native.intercept_train_and_evaluate(train_in_trial)
+        estimator_native.intercept_train_and_evaluate(context, train_in_trial)
         return context
 
     raw = _native._jsonable(dict(config or {}))
     if local_flag and test_flag:
-        return _local_test_context(raw)
+        return _local_test_context(raw, context_dir)
 
     if not context_dir:
         if not local_flag:
@@ -120,12 +118,17 @@ def _native_context(context_class: Any, controller_class: Any, core_context: cor
     return context_class(core_context, info.config, info.hparams, info.trial_seed)
 
 
-def _local_test_context(raw: Dict[str, Any]) -> Any:
-    """Mode.LOCAL: a context whose train_and_evaluate trains one batch, validates and checkpoints here."""
+def _local_test_context(raw: Dict[str, Any], context_dir: str) -> Any:
+    """Mode.LOCAL: a context whose train_and_evaluate trains one batch, validates and checkpoints here, with
+    `context_dir` (when given) as the working directory."""
     from determined import _execution
     from determined.estimator import EstimatorNativeContext, EstimatorTrial, EstimatorTrialController
     from determined.estimator import _native as estimator_native
 
+    if context_dir:
+        if not pathlib.Path(context_dir).is_dir():
+            raise errors.DeterminedError(f"init(): context_dir {context_dir!r} is not a directory")
+        os.chdir(context_dir)
     canonical = _execution._local_config(EstimatorTrial, raw, None, test=True)
     seed = _execution._trial_seed(canonical)
     hparams = _execution._sample_hparams(canonical, seed)
@@ -145,7 +148,7 @@ def _local_test_context(raw: Dict[str, Any]) -> Any:
             estimator_native.restore_train_and_evaluate()
         return summary["validation_metrics"], []
 
-    estimator_native.intercept_train_and_evaluate(train_in_test)
+    estimator_native.intercept_train_and_evaluate(context, train_in_test)
     return context
 
 

@@ -11,19 +11,17 @@ import pathlib
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import tensorflow as tf
 
-from determined import _execution, core, errors
+from determined import _execution, core, errors, tensorflow as det_tf
 from determined.experimental._native import Mode
 from determined.keras import SequenceAdapter, TFKerasNativeContext, TFKerasTrial, TFKerasTrialController
 
 logger = logging.getLogger("determined.keras")
 
 DEFAULT_BATCH_SIZE = 32
-
-
 
 
 def init(
@@ -120,8 +118,6 @@ def _submit(
 def _trial_context() -> TFKerasNativeContext:
     """Inside a trial process: a context backed by the master; fit() trains the trial and exits."""
     core_context = core.init()
-    info = core_context.info
-    _seed(info.trial_seed, core_context)
 
     def run_fit(context: TFKerasNativeContext, model: tf.keras.Model, fit_args: Dict[str, Any]) -> Any:
         try:
@@ -130,6 +126,23 @@ def _trial_context() -> TFKerasNativeContext:
             core_context.close()
         sys.exit(0)
 
+    return native_trial_context(core_context, run_fit)
+
+
+def native_trial_context(
+    core_context: core.Context, run_fit: Callable[[TFKerasNativeContext, tf.keras.Model, Dict[str, Any]], Any]
+) -> TFKerasNativeContext:
+    """The context of a trial's run of a Native API script, whose wrapped model's fit() calls `run_fit`.
+
+    On several slots, what the script builds after init() (its model and optimizer, at module level as
+    Horovod-era scripts did) is built in the trial's MultiWorkerMirroredStrategy: it becomes the default
+    strategy of the process.
+    """
+    info = core_context.info
+    _seed(info.trial_seed, core_context)
+    strategy = det_tf.current_strategy()
+    if core_context.distributed.size > 1 and strategy is not None and tf.distribute.get_strategy() is not strategy:
+        tf.distribute.experimental_set_strategy(strategy)
     return TFKerasNativeContext(core_context, info.config, info.hparams, info.trial_seed, run_fit)
 
 

@@ -2,34 +2,38 @@
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Body, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
-from determined.master import reads, registry, serialize
+from determined.master import auth, reads, registry, serialize
+from determined.master.api._deps import json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
-from determined.master.api._deps import master_of, problems_as_http
 from determined.master.problems import RequestProblem
 
 router = APIRouter()
 
 
 @router.get("/checkpoints/{uuid}")
-def get_checkpoint(request: Request, uuid: str) -> Dict[str, Any]:
+def get_checkpoint(request: Request, uuid: str) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        return reads.checkpoint(reader_of(s), uuid)
+        return json_response(lambda: reads.checkpoint(reader_of(s), uuid), f"checkpoint {uuid}")
 
 
 @router.post("/checkpoints/{uuid}/metadata")
 def add_metadata(request: Request, uuid: str, body: Any = Body(None)) -> Dict[str, Any]:
-    """Merge `{"metadata": {...}}` into the checkpoint's metadata (top-level keys replaced)."""
+    """Merge `{"metadata": {...}}` into the checkpoint's metadata (top-level keys replaced): the owner of its
+    experiment or an admin."""
     with problems_as_http(), master_of(request).write() as s:
-        return {"checkpoint": serialize.checkpoint(s, registry.add_checkpoint_metadata(s, uuid, body))}
+        ckpt = registry.add_checkpoint_metadata(s, uuid, body, auth.principal_of(request))
+        return {"checkpoint": serialize.checkpoint(s, ckpt)}
 
 
 @router.delete("/checkpoints/{uuid}/metadata")
 def remove_metadata(request: Request, uuid: str, keys: Optional[List[str]] = Query(default=None)) -> Dict[str, Any]:
-    """Remove the top-level metadata keys `keys` (repeat the parameter for several); missing keys are ignored."""
+    """Remove the top-level metadata keys `keys` (repeat the parameter for several); missing keys are ignored. The
+    owner of the checkpoint's experiment or an admin."""
     with problems_as_http(), master_of(request).write() as s:
-        return {"checkpoint": serialize.checkpoint(s, registry.remove_checkpoint_metadata(s, uuid, keys or []))}
+        ckpt = registry.remove_checkpoint_metadata(s, uuid, keys or [], auth.principal_of(request))
+        return {"checkpoint": serialize.checkpoint(s, ckpt)}
 
 
 _CHUNK = 1024 * 1024

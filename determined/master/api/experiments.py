@@ -2,11 +2,12 @@
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi.responses import Response
 
 from determined.config.storage import with_gc_policy
 from determined.master import actions, auth, gc, reads, registry, serialize, states
+from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
-from determined.master.api._deps import master_of, problems_as_http
 from determined.master.experiment import get_experiment
 from determined.master.model_def import decode_model_def
 from determined.master.problems import RequestProblem
@@ -47,15 +48,16 @@ def slots_per_trial_from(config: Dict[str, Any]) -> int:
 
 
 @router.get("/experiments")
-def list_experiments(request: Request) -> Dict[str, Any]:
+def list_experiments(request: Request) -> Response:
+    """`{"experiments": [<experiment>...]}`; an experiment that cannot be shown is left out and named in `omitted`."""
     with master_of(request).read() as s:
-        return reads.experiments(reader_of(s))
+        return json_list(*reads.experiments(reader_of(s)))
 
 
 @router.get("/experiments/{experiment_id}")
-def describe_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
+def describe_experiment(request: Request, experiment_id: int) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        return reads.experiment(reader_of(s), experiment_id)
+        return json_response(lambda: reads.experiment(reader_of(s), experiment_id), f"experiment {experiment_id}")
 
 
 def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]:
@@ -104,9 +106,9 @@ def unarchive(request: Request, experiment_id: int) -> Dict[str, Any]:
 
 @router.get("/experiments/{experiment_id}/checkpoints")
 def experiment_checkpoints(request: Request, experiment_id: int,
-                           state_filter: Optional[List[str]] = Query(default=None, alias="states")) -> Dict[str, Any]:
+                           state_filter: Optional[List[str]] = Query(default=None, alias="states")) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        return reads.experiment_checkpoints(reader_of(s), experiment_id, state_filter)
+        return json_list(*reads.experiment_checkpoints(reader_of(s), experiment_id, state_filter))
 
 
 @router.get("/experiments/{experiment_id}/preview_gc")

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined import searcher
+from determined.config import canonical_hparams, dotted, flat_hparams, hparam_leaves
 from determined.master import importance, model_files, serialize
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Experiment, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics
@@ -98,7 +99,10 @@ def hyperparameter_importance(request: Request, experiment_id: int, metric: Opti
     with _cache_lock:
         shares = _cache.get(key)
     if shares is None:
-        shares = importance.hyperparameter_importance(specs, [(h, v) for _, h, v in values], seed=seed)
+        # Nested hyperparameters are columns under their dotted names, as Determined's UI showed them.
+        flat_specs = {dotted(path): spec for path, spec in hparam_leaves(canonical_hparams(specs))}
+        flat_values = [(flat_hparams(h, specs), v) for _, h, v in values]
+        shares = importance.hyperparameter_importance(flat_specs, flat_values, seed=seed)
         with _cache_lock:
             _cache[key] = shares
             while len(_cache) > _CACHE_SIZE:

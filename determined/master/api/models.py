@@ -2,11 +2,12 @@
 from typing import Any, Dict
 
 from fastapi import APIRouter, Body, Request
+from fastapi.responses import Response
 from sqlalchemy.exc import IntegrityError
 
-from determined.master import reads, registry, serialize
+from determined.master import auth, reads, registry, serialize
+from determined.master.api._deps import http_error, json_list, json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
-from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
 
 router = APIRouter()
@@ -14,39 +15,41 @@ router = APIRouter()
 
 @router.get("/models")
 def list_models(request: Request, sort_by: str = "name", order_by: str = "asc", name: str = "",
-                description: str = "") -> Dict[str, Any]:
+                description: str = "") -> Response:
+    """`{"models": [<model>...]}`; a model that cannot be shown is left out and named in `omitted`."""
     with problems_as_http(), master_of(request).read() as s:
-        return reads.models(reader_of(s), sort_by, order_by, name, description)
+        return json_list(*reads.models(reader_of(s), sort_by, order_by, name, description))
 
 
 @router.post("/models/{name}")
 def create_model(request: Request, name: str, body: Any = Body(None)) -> Dict[str, Any]:
     try:
         with problems_as_http(), master_of(request).write() as s:
-            return {"model": serialize.model(s, registry.create_model(s, name, body))}
+            return {"model": serialize.model(s, registry.create_model(s, name, body, auth.principal_of(request)))}
     except IntegrityError:  # another process created the name between the check and the insert
         raise http_error(RequestProblem(409, f"model {name!r} already exists; choose another name")) from None
 
 
 @router.get("/models/{name}")
-def get_model(request: Request, name: str) -> Dict[str, Any]:
+def get_model(request: Request, name: str) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        return reads.model(reader_of(s), name)
+        return json_response(lambda: reads.model(reader_of(s), name), f"model {name!r}")
 
 
 @router.patch("/models/{name}")
 def update_model(request: Request, name: str, body: Any = Body(None)) -> Dict[str, Any]:
-    """Replace the description and/or the whole metadata object."""
+    """Replace the description and/or the whole metadata object (the owner or an admin); `owner` (admins)."""
     with problems_as_http(), master_of(request).write() as s:
-        return {"model": serialize.model(s, registry.update_model(s, name, body))}
+        return {"model": serialize.model(s, registry.update_model(s, name, body, auth.principal_of(request)))}
 
 
 @router.get("/models/{name}/versions")
-def list_versions(request: Request, name: str, order_by: str = "desc") -> Dict[str, Any]:
+def list_versions(request: Request, name: str, order_by: str = "desc") -> Response:
     with problems_as_http(), master_of(request).read() as s:
         model = registry.get_model(s, name)
         versions = registry.versions_of(s, model, order_by)
-        return {"model": serialize.model(s, model), "versions": [serialize.model_version(s, model, v) for v in versions]}
+        return json_list("versions", versions, lambda v: serialize.model_version(s, model, v), lambda v: v.version,
+                         extra={"model": serialize.model(s, model)})
 
 
 @router.get("/models/{name}/versions/{version}")
@@ -58,10 +61,11 @@ def get_version(request: Request, name: str, version: int) -> Dict[str, Any]:
 
 @router.post("/models/{name}/versions")
 def register_version(request: Request, name: str, body: Any = Body(None)) -> Dict[str, Any]:
-    """Register a COMPLETED checkpoint (`{"checkpoint_uuid"}`) as the model's next version."""
+    """Register a COMPLETED checkpoint (`{"checkpoint_uuid"}`) as the model's next version (the owner or an admin)."""
     try:
         with problems_as_http(), master_of(request).write() as s:
             model = registry.get_model(s, name)
-            return {"version": serialize.model_version(s, model, registry.register_version(s, model, body))}
+            version = registry.register_version(s, model, body, auth.principal_of(request))
+            return {"version": serialize.model_version(s, model, version)}
     except IntegrityError:  # a concurrent registration took the same version number
         raise http_error(RequestProblem(409, f"model {name!r} changed during the registration; try again")) from None

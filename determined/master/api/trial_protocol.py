@@ -69,7 +69,7 @@ _OBJECT_BODY = {"requestBody": {"required": True, "content": {"application/json"
 async def _json_object(request: Request) -> Dict[str, Any]:
     try:
         body = json.loads(await request.body())
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     if not isinstance(body, dict):
         raise http_error(RequestProblem(400, "the request body must be a JSON object"))

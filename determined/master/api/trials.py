@@ -2,9 +2,10 @@
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
 
 from determined.master import actions, auth, reads, serialize
-from determined.master.api._deps import master_of, problems_as_http
+from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
 from determined.master.experiment import get_experiment
 
@@ -12,9 +13,9 @@ router = APIRouter()
 
 
 @router.get("/trials/{trial_id}")
-def describe_trial(request: Request, trial_id: int) -> Dict[str, Any]:
+def describe_trial(request: Request, trial_id: int) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        return reads.trial(reader_of(s), trial_id)
+        return json_response(lambda: reads.trial(reader_of(s), trial_id), f"trial {trial_id}")
 
 
 @router.get("/trials/{trial_id}/logs")
@@ -34,7 +35,7 @@ def kill_trial(request: Request, trial_id: int) -> Dict[str, Any]:
 
 @router.get("/trials/{trial_id}/checkpoints")
 def trial_checkpoints(request: Request, trial_id: int,
-                      states: Optional[List[str]] = Query(default=None)) -> Dict[str, Any]:
+                      states: Optional[List[str]] = Query(default=None)) -> Response:
     """The trial's checkpoints ordered by steps_completed, then id; `states` filters (repeatable)."""
     with problems_as_http(), master_of(request).read() as s:
-        return reads.trial_checkpoints(reader_of(s), trial_id, states)
+        return json_list(*reads.trial_checkpoints(reader_of(s), trial_id, states))

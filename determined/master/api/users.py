@@ -1,10 +1,14 @@
 """Log in and out, who am I, and managing users (docs/auth.md)."""
-from typing import Any, Dict
+import functools
+from typing import Any, Dict, Optional
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
 
-from determined.master import auth, serialize, users
+from determined.master import auth, login_throttle, serialize, users
 from determined.master.api._deps import master_of, problems_as_http
+from determined.master.db import User
+from determined.master.master import Master
 from determined.master.problems import RequestProblem
 
 router = APIRouter()
@@ -13,33 +17,61 @@ _BAD_LOGIN = "login failed: unknown username or wrong password"
 
 
 @router.post("/auth/login")
-def login(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
-    """`{"username", "password"}` -> `{"token", "user", "expires_at"}`; a 401 does not say which part was wrong."""
+async def login(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
+    """`{"username", "password"}` -> `{"token", "user", "expires_at"}`; a 401 does not say which part was wrong.
+
+    Repeated failures of a user or from an address are answered 429 with Retry-After (login_throttle.py); the
+    password hash runs on the master's small pool of hashing threads, never on the event loop.
+    """
     with problems_as_http():
         if not isinstance(body, dict) or not isinstance(body.get("username"), str):
             raise RequestProblem(400, "the body must be {\"username\": \"...\", \"password\": \"...\"}")
-        password = body.get("password", "")
+        username, password = body["username"], body.get("password", "")
         if not isinstance(password, str):
             raise RequestProblem(400, "password: must be a string")
-        master = master_of(request)
-        with master.read() as s:
-            user = users.find(s, body["username"])
-            stored = user.password_hash if user is not None else _DUMMY_HASH
-            # The hash is checked even for an unknown user, so timing tells nothing either.
-            ok = users.check_password(password, stored) and user is not None
-            if not ok or user is None:
-                raise RequestProblem(401, _BAD_LOGIN)
-            username = user.username
-            if not user.active:
-                raise RequestProblem(403, f"user {username!r} is deactivated; an admin can run "
-                                          f"`det user activate {username}`")
-        with master.write() as s:
-            fresh = users.get(s, username)
-            token, expires = auth.issue_token(s, fresh)
-            return {"token": token, "user": users.to_json(fresh), "expires_at": serialize.timestamp(expires)}
+        address = request.client.host if request.client else "unknown"
+        throttle: login_throttle.LoginThrottle = request.app.state.login_throttle
+        try:
+            throttle.begin(username, address)
+            master = master_of(request)
+            user = await run_in_threadpool(_find_user, master, username)
+            ok = await request.app.state.hash_pool.run(_check_password, password, user)
+        except login_throttle.TooManyLogins as e:
+            raise HTTPException(429, detail={"message": str(e), "problems": []},
+                                headers={"Retry-After": str(e.retry_after)}) from None
+        if not ok or user is None:
+            throttle.failed(username, address)
+            raise RequestProblem(401, _BAD_LOGIN)
+        throttle.succeeded(username, address)
+        if not user.active:
+            raise RequestProblem(403, f"user {user.username!r} is deactivated; an admin can run "
+                                      f"`det user activate {user.username}`")
+        return await run_in_threadpool(_issue_token, master, user.username)
 
 
-_DUMMY_HASH = users.hash_password("not-a-password-of-anyone")
+def _find_user(master: Master, username: str) -> Optional[User]:
+    with master.read() as s:
+        user = users.find(s, username) if len(username) <= users.MAX_USERNAME_CHARS else None
+        if user is not None:
+            s.expunge(user)
+        return user
+
+
+def _issue_token(master: Master, username: str) -> Dict[str, Any]:
+    with master.write() as s:
+        fresh = users.get(s, username)
+        token, expires = auth.issue_token(s, fresh)
+        return {"token": token, "user": users.to_json(fresh), "expires_at": serialize.timestamp(expires)}
+
+
+def _check_password(password: str, user: Optional[User]) -> bool:
+    # The hash is checked even for an unknown user, so timing tells nothing either.
+    return users.check_password(password, user.password_hash if user is not None else _dummy_hash())
+
+
+@functools.lru_cache(maxsize=1)
+def _dummy_hash() -> str:
+    return users.hash_password("not-a-password-of-anyone")
 
 
 @router.post("/auth/logout")

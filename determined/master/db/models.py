@@ -60,6 +60,8 @@ class Trial(Base):
     latest_validation: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
     start_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
+    # [{"name", "action", "allocation_id", "line"}]: the first match of each log policy in each run (log_policies)
+    log_policy_matches: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
 
 
 class SearcherOperation(Base):
@@ -148,6 +150,9 @@ class Model(Base):
     metadata_: Mapped[Any] = mapped_column("metadata", JSON)
     creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     last_updated_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    # who may change it besides admins (migration 0005 gave older models to the admin)
+    owner: Mapped[str] = mapped_column(String(128), default="")
+    owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
 
 
 class ModelVersion(Base):

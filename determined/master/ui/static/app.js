@@ -1,5 +1,5 @@
 // Shared by every page: the REST client with its bearer token, login, polling, tables and formatting.
-// The page's settings (window.DET_UI) are read here only: pages use det.config.
+// The page's settings (the JSON block #det-ui-config, also window.DET_UI) are read here only: pages use det.config.
 "use strict";
 
 class ApiError extends Error {
@@ -8,7 +8,12 @@ class ApiError extends Error {
 
 const det = (() => {
   const TOKEN_KEY = "det_token";
-  const config = window.DET_UI || { authEnabled: false };
+  // The page's settings come in a JSON data block (the Content-Security-Policy runs no inline script).
+  const config = (() => {
+    const block = document.getElementById("det-ui-config");
+    try { return block ? JSON.parse(block.textContent) : { authEnabled: false }; } catch (e) { return { authEnabled: false }; }
+  })();
+  window.DET_UI = config;
   let currentUser = null;
 
   const token = () => localStorage.getItem(TOKEN_KEY);
@@ -67,7 +72,13 @@ const det = (() => {
     return answer;
   }
 
-  function logout() {
+  // Revoke the token on the master (so a copy of it is worthless), forget it here, show the login page.
+  async function logout() {
+    try {
+      if (token()) await request("/auth/logout", { method: "POST", body: {} });
+    } catch (e) {
+      // an expired or revoked token: nothing left to revoke
+    }
     localStorage.removeItem(TOKEN_KEY);
     location.href = "/login";
   }
@@ -223,25 +234,27 @@ const det = (() => {
       el("span", { class: "progress-fill", style: { width: pct + "%" } }), el("span", { class: "progress-text" }, pct + "%"));
   }
 
-  // Nested hyperparameters as dotted names: {"optim": {"lr": 0.1}} -> {"optim.lr": 0.1}.
+  // Nested hyperparameters as dotted names: {"optim": {"lr": 0.1}} -> {"optim.lr": 0.1} (an empty object is a value).
   function flatten(object, prefix = "") {
     const out = {};
     for (const [key, value] of Object.entries(object || {})) {
-      if (value && typeof value === "object" && !Array.isArray(value)) Object.assign(out, flatten(value, prefix + key + "."));
-      else out[prefix + key] = value;
+      if (value && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length) {
+        Object.assign(out, flatten(value, prefix + key + "."));
+      } else out[prefix + key] = value;
     }
     return out;
   }
 
-  // The searched hyperparameters of a config, by dotted name, with their specs (groups without `type` are nested).
-  function searchedHparams(specs, prefix = "") {
-    const out = [];
-    for (const [name, spec] of Object.entries(specs || {})) {
-      if (!spec || typeof spec !== "object" || Array.isArray(spec)) continue;
-      if (!spec.type) out.push(...searchedHparams(spec, prefix + name + "."));
-      else if (spec.type !== "const") out.push({ name: prefix + name, spec });
-    }
-    return out.sort((a, b) => a.name.localeCompare(b.name));
+  // The searched (non-constant) hyperparameters of an experiment as the master lists them: nested ones under
+  // dotted names, each with its path in a trial's values and its spec; sorted by name.
+  function searchedHparams(exp) {
+    return (exp.searched_hparams || []).map((h) => ({ name: h.name, path: h.path || [h.name], spec: h.spec || { type: h.type } }))
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  // A trial's value of the hyperparameter at `path` (["optim", "lr"]).
+  function hparamValue(hparams, path) {
+    return path.reduce((v, key) => (v !== null && typeof v === "object" ? v[key] : undefined), hparams);
   }
 
   // ---- tables
@@ -528,10 +541,21 @@ const det = (() => {
   }
   document.addEventListener("DOMContentLoaded", markNav);
 
+  // Where the login page may send the user next: a path of this master, never another site. The browser's URL
+  // parser decides (it reads `\` as `/`, drops tabs and newlines), so `//evil`, `/\evil`, `/\t/evil`, `https:evil`
+  // and their encoded forms all give "/"; so does a path that would start with `//` once normalised.
+  function sameOriginPath(next) {
+    if (typeof next !== "string" || !next.startsWith("/")) return "/";
+    let url;
+    try { url = new URL(next, location.origin); } catch (e) { return "/"; }
+    if (url.origin !== location.origin || url.pathname.startsWith("//")) return "/";
+    return url.pathname + url.search + url.hash;
+  }
+
   return {
-    config, api, login, logout, ready, mayControl, poll, showStatus, el, fill, fmtNum, fmtTime, fmtSeconds,
-    fmtDuration, fmtValue, fmtBytes, stateBadge, progressBar, bytes, flatten, searchedHparams, sortableTable,
-    keyValueTable, plot, plotConfig, checkpointActions, downloadCheckpoint, copyText, registerCheckpoint, yamlText,
-    ApiError,
+    config, api, login, logout, ready, sameOriginPath, mayControl, poll, showStatus, el, fill, fmtNum, fmtTime,
+    fmtSeconds, fmtDuration, fmtValue, fmtBytes, stateBadge, progressBar, bytes, flatten, searchedHparams, hparamValue,
+    sortableTable, keyValueTable, plot, plotConfig, checkpointActions, downloadCheckpoint, copyText, registerCheckpoint,
+    yamlText, ApiError,
   };
 })();

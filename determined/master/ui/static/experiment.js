@@ -51,7 +51,8 @@
 
   function renderHeader() {
     const exp = view.exp;
-    document.getElementById("exp-description").textContent = exp.config.name || exp.description || "";
+    document.getElementById("exp-description").textContent =
+      exp.name + (exp.description && exp.description !== exp.name ? ` — ${exp.description}` : "");
     document.getElementById("exp-state").replaceChildren(det.stateBadge(exp.state));
     const searcher = exp.config.searcher;
     const { elapsed, eta } = timing();
@@ -174,11 +175,10 @@
     document.getElementById("hparam-views").classList.toggle("hidden", single);
     document.getElementById("scatter-card").classList.toggle("hidden", single);
     if (single) return;
-    const searched = det.searchedHparams(exp.config.hyperparameters);
+    const searched = det.searchedHparams(exp);
     const trials = view.trials;
-    const flat = trials.map((t) => det.flatten(t.hparams));
     const metric = trials.map((t) => metricValue(t.best_validation));
-    const dims = searched.map(({ name, spec }) => dimension(name, spec, flat.map((h) => h[name])));
+    const dims = searched.map(({ name, path, spec }) => dimension(name, spec, trials.map((t) => det.hparamValue(t.hparams, path))));
     dims.push({ label: exp.searcher_metric, values: metric });
     const finite = metric.filter((v) => !isNaN(v));
     det.plot("hp-parcoords", [{
@@ -198,9 +198,9 @@
     const withMetric = trials.filter((t) => !isNaN(metricValue(t.best_validation)));
     for (const div of row.querySelectorAll(".scatter-plot")) {
       const name = div.dataset.hparam;
-      const spec = (searched.find((s) => s.name === name) || {}).spec || {};
+      const { path, spec } = searched.find((s) => s.name === name);
       det.plot(div, [{
-        type: "scatter", mode: "markers", x: withMetric.map((t) => det.flatten(t.hparams)[name]),
+        type: "scatter", mode: "markers", x: withMetric.map((t) => det.hparamValue(t.hparams, path)),
         y: withMetric.map((t) => t.best_validation), text: withMetric.map((t) => `trial ${t.id}`),
         marker: { size: 8, color: withMetric.map((t) => (t.id === exp.best_trial_id ? "#d62728" : "#1f77b4")) },
       }], { height: 260, margin: { l: 55, r: 10, t: 10, b: 45 },
@@ -267,7 +267,7 @@
 
   function renderTrials() {
     const exp = view.exp;
-    const searched = det.searchedHparams(exp.config.hyperparameters).map((s) => s.name);
+    const searched = det.searchedHparams(exp);
     const latestTraining = {};
     for (const t of view.metrics.trials) latestTraining[t.trial_id] = (t.training[t.training.length - 1] || {}).metrics || {};
     const columns = [
@@ -279,8 +279,8 @@
         cell: (t) => el("span", { class: "reason", title: t.status_reason || "" }, t.status_reason || "") },
       { key: "total_batches", label: "Batches", numeric: true },
       { key: "best", label: `Best ${exp.searcher_metric}`, value: (t) => t.best_validation, numeric: true },
-      ...searched.map((n) => ({ key: "hp:" + n, label: n, optional: "hparam", numeric: true,
-        value: (t) => det.flatten(t.hparams)[n] })),
+      ...searched.map(({ name, path }) => ({ key: "hp:" + name, label: name, optional: "hparam", numeric: true,
+        value: (t) => det.hparamValue(t.hparams, path) })),
       ...view.metrics.metric_names.validation.filter((n) => n !== exp.searcher_metric).map((n) => ({
         key: "val:" + n, label: n, optional: "metric", numeric: true, value: (t) => (t.latest_validation || {})[n] })),
       ...view.metrics.metric_names.training.map((n) => ({ key: "train:" + n, label: `training ${n}`, optional: "metric",

@@ -12,9 +12,9 @@
 
   const columns = [
     { key: "id", label: "ID", pinned: true, value: (e) => e.id, cell: (e) => el("a", { href: "/experiments/" + e.id }, String(e.id)) },
-    { key: "description", label: "Name", value: (e) => e.config.name || e.description,
-      cell: (e) => el("a", { href: "/experiments/" + e.id, class: "ellipsis", title: e.config.name || e.description || "" },
-        e.config.name || e.description || "(no description)") },
+    { key: "name", label: "Name", value: (e) => e.name || e.description,
+      cell: (e) => el("a", { href: "/experiments/" + e.id, class: "ellipsis", title: e.description || e.name || "" },
+        e.name || e.description || "(no name)") },
     { key: "state", label: "State", value: (e) => e.state, cell: (e) => det.stateBadge(e.state) },
     { key: "progress", label: "Progress", value: (e) => e.progress, cell: (e) => det.progressBar(e.progress) },
     { key: "searcher", label: "Searcher", optional: true, value: (e) => e.config.searcher.name },
@@ -35,7 +35,7 @@
     if (wanted && wanted !== "active" && e.state !== wanted) return false;
     const text = filter.value.trim().toLowerCase();
     if (!text) return true;
-    const haystack = [e.id, e.config.name, e.description, e.owner, e.state, e.config.searcher.name, ...(e.labels || [])].join(" ").toLowerCase();
+    const haystack = [e.id, e.name, e.description, e.owner, e.state, e.config.searcher.name, ...(e.labels || [])].join(" ").toLowerCase();
     return text.split(/\s+/).every((word) => haystack.includes(word));
   }
 

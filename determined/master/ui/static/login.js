@@ -4,8 +4,7 @@
 (() => {
   const form = document.getElementById("login-form");
   const error = document.getElementById("login-error");
-  const next = new URLSearchParams(location.search).get("next") || "/";
-  const target = next.startsWith("/") && !next.startsWith("//") ? next : "/";
+  const target = det.sameOriginPath(new URLSearchParams(location.search).get("next"));
 
   if (!det.config.authEnabled) {
     document.getElementById("auth-off").classList.remove("hidden");

@@ -28,6 +28,7 @@
       t.end_time ? el("span", { id: "trial-ended" }, `Ended ${det.fmtTime(t.end_time)}`) : null,
       t.start_time ? el("span", {}, `Duration ${det.fmtDuration(t.start_time, t.end_time)}`) : null,
       t.warm_start_checkpoint_uuid ? el("span", {}, `Started from checkpoint ${t.warm_start_checkpoint_uuid}`) : null,
+      t.log_policy_matched ? el("span", {}, `Log policy matched: ${t.log_policy_matched}`) : null,
     );
     document.title = `Trial ${id} · ${t.status || t.state} · Determined`;
   }

@@ -1,0 +1,98 @@
+"""Config fields that Determined honoured and that have no effect here, each with the reason, for one clear line.
+
+Trials here are processes on the master's machine (or Ray workers), not containers on a Kubernetes, Slurm or
+agent cluster: what configured the containers, the cluster or services this platform does not have is accepted
+(so that every 0.12-0.38 config runs unchanged) and named by ``no_effect_notes``, which the CLI prints when an
+experiment is created and the harness logs when a trial starts.
+"""
+from typing import Any, Callable, List, Mapping, Sequence, Tuple
+
+from determined.config.environment import DEFAULT_IMAGES
+from determined.config.storage import UNREACHABLE_TYPES
+
+_CONTAINERS = "trials run as processes on this machine, not in containers"
+_HPC = "trials run on this platform's own resource manager, not through Slurm or PBS"
+_HOROVOD = "a Horovod setting; multi-slot training here uses torch.distributed or tf.distribute"
+_DEFAULT_SHM = 4 * 1024**3
+
+
+def _get(config: Mapping[str, Any], path: Sequence[str]) -> Any:
+    value: Any = config
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _set(value: Any) -> bool:
+    """Given, and not empty: a value that asks for something (a mapping: one of its values does)."""
+    if isinstance(value, Mapping):
+        return any(_set(v) for v in value.values())
+    return value not in (None, "", [], False)
+
+
+def _image_given(value: Any) -> bool:
+    if not isinstance(value, Mapping):
+        return _set(value)
+    return any(value.get(kind) not in (None, default) for kind, default in DEFAULT_IMAGES.items())
+
+
+def _not(default: Any) -> Callable[[Any], bool]:
+    return lambda value: value is not None and value != default
+
+
+# (path, asks-for-something test, reason)
+_RULES: List[Tuple[Tuple[str, ...], Callable[[Any], bool], str]] = [
+    (("environment", "image"), _image_given, f"{_CONTAINERS}: they use this machine's Python environment"),
+    (("environment", "force_pull_image"), _set, _CONTAINERS),
+    (("environment", "registry_auth"), _set, _CONTAINERS),
+    (("environment", "pod_spec"), _set, f"{_CONTAINERS} (no Kubernetes)"),
+    (("environment", "add_capabilities"), _set, _CONTAINERS),
+    (("environment", "drop_capabilities"), _set, _CONTAINERS),
+    (("environment", "ports"), _set, "a trial's ports are this machine's own; the master does not proxy them"),
+    (("environment", "proxy_ports"), _set, "a trial's ports are this machine's own; the master does not proxy them"),
+    (("environment", "slurm"), _set, _HPC),
+    (("environment", "pbs"), _set, _HPC),
+    (("slurm",), _set, _HPC),
+    (("pbs",), _set, _HPC),
+    (("bind_mounts",), _set, f"{_CONTAINERS}: read host_path where it is"),
+    (("resources", "devices"), _set, f"{_CONTAINERS}: they see this machine's devices"),
+    (("resources", "shm_size"), _not(_DEFAULT_SHM), f"{_CONTAINERS}: shared memory is this machine's"),
+    (("resources", "agent_label"), _set, "this master has one pool of slots"),
+    (("resources", "resource_pool"), lambda v: _set(v) and v != "default", "this master has one pool of slots"),
+    (("resources", "resource_manager"), _set, "this master has one resource manager (det master up chooses it)"),
+    (("resources", "is_single_node"), _set,
+     "the local resource manager runs every trial on this machine; the Ray one packs a trial's slots on few nodes"),
+    (("resources", "native_parallel"), _set, "deprecated in Determined too"),
+    (("resources", "slots"), lambda v: v is not None, "an experiment's trials take resources.slots_per_trial slots each"),
+    (("optimizations", "gradient_compression"), _set, _HOROVOD),
+    (("optimizations", "tensor_fusion_threshold"), _not(64), _HOROVOD),
+    (("optimizations", "tensor_fusion_cycle_time"), _not(5), _HOROVOD),
+    (("optimizations", "auto_tune_tensor_fusion"), _set, _HOROVOD),
+    (("optimizations", "grad_updates_size_file"), _set, _HOROVOD),
+    (("profiling", "enabled"), _set, "the profiler's system metrics are not collected here"),
+    (("retention_policy",), _set, "trial logs are kept as long as their experiment"),
+    (("integrations",), _set, "no Pachyderm or webhook integration here"),
+    (("security", "kerberos", "config_file"), _set, "no Kerberos here"),
+    (("data_layer", "type"), lambda v: _set(v) and v != "shared_fs", "the data layer was removed in Determined 0.19"),
+    (("tensorboard_storage",), _set, "TensorBoard files stay with the trial's metrics; det tensorboard serves them"),
+    (("searcher", "time_metric"), _set, "0.38's time-based adaptive_asha is not done here yet: the search uses max_length"),
+    (("searcher", "max_time"), _set, "0.38's time-based adaptive_asha is not done here yet: the search uses max_length"),
+]
+
+
+def no_effect_notes(config: Mapping[str, Any]) -> List[str]:
+    """One line per field of a (raw or canonical) config that asks for something that has no effect here."""
+    notes = []
+    for path, asks, reason in _RULES:
+        value = _get(config, path)
+        if asks(value):
+            notes.append(f"{'.'.join(path)}: has no effect here ({reason})")
+    kind = _get(config, ("checkpoint_storage", "type"))
+    if kind in UNREACHABLE_TYPES:
+        notes.append(
+            f"checkpoint_storage: type {kind} cannot be reached from here; checkpoints go to the master's default "
+            "storage (shared_fs in its data dir) with this config's save_* settings: use shared_fs, directory or s3"
+        )
+    return notes
