@@ -36,7 +36,7 @@ def make_data(data_dir: pathlib.Path) -> Dict[str, Any]:
         session.post(f"/trials/{tid}/validation_metrics",
                      {"steps_completed": 10, "metrics": {"validation_loss": 0.000012345678 * (i + 1)}})
         session.post(f"/trials/{tid}/searcher/completed_operation", {"length": 10, "metric": 0.000012345678 * (i + 1)})
-    evil = session.post("/experiments", {"config": {**config, "description": EVIL, "labels": [EVIL]},
+    evil = session.post("/experiments", {"config": {**config, "description": EVIL},
                                          "model_definition": model_def()})["experiment"]["id"]
     evil_trial = session.get(f"/experiments/{evil}")["trials"][0]["id"]
     from determined.master.db import TrialLog, utcnow
