@@ -200,6 +200,7 @@ class Master:
                 with self.read() as s:
                     for trial_id, at, text in trial_notes.end_notes(s, ended):
                         self.log_writer.add(trial_id, at, trial_notes.STREAM, text)
+                self.log_writer.flush()  # a trial's story is in its logs as soon as it ended
             except Exception:  # a missing line must not fail the change that was committed
                 logger.exception("could not write why trials %s ended into their logs", ended)
 
