@@ -49,7 +49,9 @@ const det = (() => {
   }
 
   // Every API call of the pages. A 401 means the token is missing, expired or revoked: try the automatic
-  // login once more (a blank password), and show the login page when that fails too.
+  // login once more (a blank password), and show the login page when that fails too. Calls that fail together
+  // share one try (the master counts every failed login against the user: docs/auth.md).
+  let relogin = null;
   async function api(path, options = {}) {
     try {
       return await request(path, options);
@@ -57,8 +59,9 @@ const det = (() => {
       if (!(e instanceof ApiError) || e.status !== 401 || !config.authEnabled) throw e;
     }
     localStorage.removeItem(TOKEN_KEY);
+    if (!relogin) relogin = login("determined", "").finally(() => { relogin = null; });
     try {
-      await login("determined", "");
+      await relogin;
     } catch (e) {
       toLogin();
       throw e;
