@@ -1,17 +1,19 @@
 """`det master up`: the master as a long-running server (REST API, scheduler) in the foreground."""
 import argparse
 import logging
+import os
+import pathlib
 import signal
 import sys
 import threading
-import pathlib
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from determined import common, errors
 
 DEFAULT_PORT = 8080
 _CONFIG_KEYS = ("host", "port", "db", "data_dir", "cpu_slots", "preemption_timeout", "resource_manager", "ray_address",
-                "ray_slot_type", "ray_cpus_per_slot", "allowed_hosts")
+                "ray_slot_type", "ray_cpus_per_slot", "allowed_hosts", "checkpoint_storage_roots", "trial_user",
+                "log_line_max_bytes", "trial_log_max_bytes")
 
 
 def _load_config_file(path: str) -> Dict[str, Any]:
@@ -38,14 +40,15 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
     settings: Dict[str, Any] = {"host": "127.0.0.1", "port": DEFAULT_PORT, "db": None, "data_dir": None,
                                 "cpu_slots": None, "preemption_timeout": None, "resource_manager": "local",
                                 "ray_address": None, "ray_slot_type": None, "ray_cpus_per_slot": None,
-                                "allowed_hosts": None}
+                                "allowed_hosts": None, "checkpoint_storage_roots": None, "trial_user": None,
+                                "log_line_max_bytes": None, "trial_log_max_bytes": None}
     if args.config:
         settings.update(_load_config_file(args.config))
     for key in _CONFIG_KEYS:
         value = getattr(args, key, None)
         if value is not None:
             settings[key] = value
-    for key in ("port", "cpu_slots"):
+    for key in ("port", "cpu_slots", "log_line_max_bytes", "trial_log_max_bytes"):
         value = settings[key]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise errors.DeterminedError(f"{key.replace('_', '-')}: expected an integer, got {value!r}")
@@ -63,7 +66,42 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
         settings["allowed_hosts"] = check_allowed_hosts_setting(settings["allowed_hosts"])
     except ValueError as e:
         raise errors.DeterminedError(str(e)) from None
+    _check_server_settings(settings)
     return settings
+
+
+def _check_server_settings(settings: Dict[str, Any]) -> None:
+    roots = settings["checkpoint_storage_roots"]
+    if roots is not None and (not isinstance(roots, list) or not all(isinstance(r, str) and r for r in roots)):
+        raise errors.DeterminedError(f"checkpoint_storage_roots: expected a list of absolute directories, not {roots!r}")
+    user = settings["trial_user"]
+    if user is not None and (isinstance(user, bool) or not isinstance(user, (str, int)) or user == ""):
+        raise errors.DeterminedError(f"trial_user: expected an OS user name or uid, not {user!r}")
+    if settings["trial_user"] is not None and settings["resource_manager"] == "ray":
+        raise errors.DeterminedError("trial_user runs trials on this machine as another OS user; with "
+                                     "--resource-manager ray trials run as the Ray workers' user: remove trial_user")
+
+
+def _log_limits(settings: Dict[str, Any]) -> Any:
+    from determined.master.logs import LogLimits
+
+    given = {k: settings[s] for k, s in (("line_bytes", "log_line_max_bytes"), ("trial_bytes", "trial_log_max_bytes"))
+             if settings[s] is not None}
+    try:
+        return LogLimits(**given)
+    except ValueError as e:
+        raise errors.DeterminedError(str(e)) from None
+
+
+def _trial_user(settings: Dict[str, Any]) -> Any:
+    if settings["trial_user"] is None:
+        return None
+    from determined.master.rm.trial_env import resolve_trial_user
+
+    try:
+        return resolve_trial_user(settings["trial_user"])
+    except ValueError as e:
+        raise errors.DeterminedError(str(e)) from None
 
 
 def _check_ray_settings(settings: Dict[str, Any]) -> None:
@@ -103,8 +141,42 @@ def _printable_db(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def _db_password_out_of_argv(args: argparse.Namespace) -> None:
+    """A database URL with a password on the command line is readable by every local user (`ps`,
+    /proc/PID/cmdline), trial processes included: run again with it in DET_DB_URL instead, which only this
+    OS user (and root) can read. Same process id, same options."""
+    db = getattr(args, "db", None)
+    if not db or os.environ.get(_ARGV_CLEANED):
+        return
+    from sqlalchemy.engine import make_url
+
+    try:
+        if not make_url(db).password:
+            return
+    except Exception:  # not a URL: the normal checks explain it
+        return
+    argv: List[str] = []
+    skip = False
+    for arg in sys.orig_argv:
+        if skip:
+            skip = False
+        elif arg == "--db":
+            skip = True
+        elif not arg.startswith("--db="):
+            argv.append(arg)
+    if len(argv) == len(sys.orig_argv):  # given in a form not recognised here: leave it
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, {**os.environ, "DET_DB_URL": db, _ARGV_CLEANED: "1"})
+
+
+_ARGV_CLEANED = "DET_MASTER_ARGV_CLEANED"
+
+
 def up(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; then running trials checkpoint and stop, and the next `up` resumes them."""
+    _db_password_out_of_argv(args)
     settings = _settings(args)
     from determined.master import embedded
     from determined.master.db import engine as db_engine
@@ -118,6 +190,11 @@ def up(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise errors.DeterminedError(str(e)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from determined.master import storage_roots as roots_mod
+
+    storage_roots = settings["checkpoint_storage_roots"] or roots_mod.default_roots(data_dir)
+    trial_user = _trial_user(settings)
+    log_limits = _log_limits(settings)
     resource_manager = _ray_resource_manager(settings, data_dir) if settings["resource_manager"] == "ray" else None
 
     stop_requested = threading.Event()
@@ -130,7 +207,8 @@ def up(args: argparse.Namespace) -> int:
         try:
             master = embedded.start(data_dir, db_url=db_url, slots=slots, host=settings["host"], port=settings["port"],
                                     preemption_timeout=settings["preemption_timeout"], warn_blank_passwords=True,
-                                    resource_manager=resource_manager, allowed_hosts=settings["allowed_hosts"])
+                                    resource_manager=resource_manager, allowed_hosts=settings["allowed_hosts"],
+                                    storage_roots=storage_roots, trial_user=trial_user, log_limits=log_limits)
         except Exception as e:  # the database cannot be reached, and the like: a clear line, not a traceback
             if isinstance(e, errors.DeterminedError):
                 raise
@@ -138,7 +216,14 @@ def up(args: argparse.Namespace) -> int:
         total = master.master.total_slots()
         print(f"Master serving at {master.url} (API docs at {master.url}/docs)", flush=True)
         print(f"  data dir: {master.data_dir}\n  database: {_printable_db(master.master.db_url)}\n"
-              f"  slots: {_describe_slots(master.master.rm, total)}", flush=True)
+              f"  slots: {_describe_slots(master.master.rm, total)}\n"
+              f"  checkpoint storage roots (shared_fs): {', '.join(map(str, master.master.storage_roots or []))}\n"
+              f"  trials run as: {_describe_trial_user(trial_user)}", flush=True)
+        from determined.master import isolation
+
+        warning = isolation.isolation_warning(trial_user, master.data_dir, _sqlite_file(master.master.db_url))
+        if warning:
+            logging.getLogger("determined.master").warning(warning)
         print(f"Use it from other shells with: export DET_MASTER={master.url}", flush=True)
         print("Stop with Ctrl-C or SIGTERM: running trials checkpoint first and resume at the next `det master up`.",
               flush=True)
@@ -153,6 +238,24 @@ def up(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _describe_trial_user(trial_user: Any) -> str:
+    if trial_user is None:
+        import os
+        import pwd
+
+        return f"{pwd.getpwuid(os.geteuid()).pw_name}, the master's own user (not isolated)"
+    from determined.master import isolation
+
+    return isolation.describe(trial_user)
+
+
+def _sqlite_file(url: str) -> Any:
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return parsed.database if parsed.get_backend_name() == "sqlite" else None
 
 
 def _describe_slots(rm: Any, total: Any) -> str:
@@ -188,6 +291,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--allowed-host", dest="allowed_hosts", action="append", default=None, metavar="NAME",
                    help="also answer requests for this host name, e.g. a reverse proxy's (repeatable; '*': any). "
                         "Besides, the master answers only its own address and names and IP addresses")
+    u.add_argument("--allowed-storage-root", dest="checkpoint_storage_roots", action="append", default=None,
+                   metavar="DIR", help="a directory where experiments may keep shared_fs checkpoints (repeatable; "
+                                       "default: the data dir's checkpoints/)")
+    u.add_argument("--trial-user", dest="trial_user", default=None, metavar="USER",
+                   help="run trial processes as this OS user, kept away from the master's data dir (the master "
+                        "must run as root; see docs/auth.md)")
     u.add_argument("--config", default=None, metavar="master.yaml",
                    help=f"YAML file with any of {', '.join(_CONFIG_KEYS)} (options given here win)")
     u.set_defaults(func=up)

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 logger = logging.getLogger("determined.master")
 
@@ -43,14 +43,15 @@ class PrestartPool:
     """Up to `size` idle harness processes started in `cwd` with the environment `env()`, one per trial.
 
     The processes are started by the pool's own thread, so that a launch never waits for a fork: it starts
-    on the first `take` and ends on `close`. A process started with a `preexec_fn` that sets
+    on the first `take` and ends on `close`. `popen_kwargs` go to every `subprocess.Popen` (the OS user the
+    trials run as, say). A process started with a `preexec_fn` that sets
     PR_SET_PDEATHSIG dies when the thread that forked it ends, so the processes handed out die at `close`
     too: close the pool when they are gone (or being killed).
     """
 
     def __init__(self, size: int, cwd: str, *, env: Optional[Callable[[], Mapping[str, str]]] = None,
                  preexec_fn: Optional[Callable[[], None]] = None,
-                 command: Optional[List[str]] = None) -> None:
+                 command: Optional[List[str]] = None, popen_kwargs: Optional[Mapping[str, Any]] = None) -> None:
         if size < 0:
             raise ValueError(f"a prestart pool holds 0 or more processes, got {size}")
         self.size = size
@@ -58,6 +59,7 @@ class PrestartPool:
         self.env = env or (lambda: os.environ)  # read at each start, so a refill sees today's environment
         self.preexec_fn = preexec_fn
         self.command = list(command or PRESTART_COMMAND)
+        self.popen_kwargs = dict(popen_kwargs or {})  # e.g. the user a trial runs as (user, group, extra_groups)
         self._idle: List["subprocess.Popen[bytes]"] = []
         self._lock = threading.Lock()
         self._wanted = threading.Event()
@@ -152,6 +154,7 @@ class PrestartPool:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 preexec_fn=self.preexec_fn,
+                **self.popen_kwargs,
             )
             with self._lock:
                 if not self._closed:

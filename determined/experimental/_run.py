@@ -1,11 +1,12 @@
 """Creating and running experiments from a client: on a configured master, or in the foreground on the
 embedded master of the local data dir."""
 import contextlib
+import dataclasses
 import signal
 import time
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
-from determined import common, config as det_config
+from determined import common, config as det_config, errors
 from determined.common import context as det_context
 from determined.common.api import Session
 from determined.experimental import _connect, _follow
@@ -28,22 +29,108 @@ def prepare_submission(raw: Dict[str, Any], model_dir: str) -> Dict[str, Any]:
     return {"config": raw, "model_definition": det_context.pack_model_dir_b64(model_dir), "activate": True}
 
 
+# How long a command waits for the data dir's master to change hands (another command's foreground master
+# stopping, or two commands starting one at once).
+TAKEOVER_TIMEOUT_S = 120.0
+
+
+@dataclasses.dataclass
+class _Foreground:
+    """The master a foreground command works with: `master` when this process runs it, else None (it uses the
+    master another process runs); `active_at_start`: the experiments ACTIVE when this process became the master."""
+
+    session: Session
+    master: Optional[Any] = None
+    active_at_start: Set[int] = dataclasses.field(default_factory=set)
+
+
 @contextlib.contextmanager
-def _foreground_master(console: Console) -> Iterator[Session]:
+def _foreground_master(console: Console) -> Iterator[_Foreground]:
     """Use the master already running on the data dir, or become it for the life of the block."""
     from determined.master import embedded
 
     data_dir = common.data_dir()
-    url = embedded.running_master_url(data_dir)
-    if url:
-        console.print(f"Using the master running at {url}")
-        yield Session(url)
-        return
-    master = embedded.start(data_dir)
+    deadline = time.monotonic() + TAKEOVER_TIMEOUT_S
+    while True:
+        url = embedded.running_master_url(data_dir)
+        if url:
+            console.print(f"Using the master running at {url}")
+            yield _Foreground(Session(url, retries=2))  # few retries: a stopped master is taken over at once
+            return
+        try:
+            master = embedded.start(data_dir)
+            break
+        except embedded.MasterAlreadyRunning:  # another command became the master first: use it
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     try:
-        yield master.session()
+        session = master.session()
+        active = {int(e["id"]) for e in session.get("/experiments")["experiments"] if e["state"] == "ACTIVE"}
+        yield _Foreground(session, master, active)
     finally:
         _stop_master(master, console)
+
+
+def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_progress: bool) -> Dict[str, Any]:
+    """Start an experiment with `begin` (create or activate; returns its id) and follow it until it ends or pauses.
+
+    On another command's foreground master, this command follows it there and runs it itself when that master
+    stops (a handover: the trials checkpoint and resume here). As the master, before stopping, it runs on the
+    experiments other commands started on it that no command follows any more: nothing is left ACTIVE with
+    nothing to run it.
+    """
+    from determined.master import embedded
+
+    experiment_id: Optional[int] = None
+    while True:
+        with _foreground_master(console) as fg:
+            if experiment_id is None:
+                experiment_id = begin(fg.session)
+            if fg.master is None:
+                try:
+                    with embedded.following(common.data_dir(), experiment_id):
+                        desc = _follow_with_pause(fg.session, experiment_id, console, show_progress)
+                except errors.MasterNotFoundError:
+                    console.print(f"The master running experiment {experiment_id} stopped; it runs here from now on")
+                    continue
+            else:
+                desc = _follow_with_pause(fg.session, experiment_id, console, show_progress)
+                _finish_others(fg, experiment_id, console)
+            return _finish(fg.session, desc, console, show_progress)
+
+
+def _finish_others(fg: _Foreground, own_id: int, console: Console, interval: float = 0.5) -> None:
+    """Before this command's master stops: run the experiments other commands started on it to their end, unless
+    the command that started one still follows it (it takes the experiment over). Ctrl-C pauses them."""
+    from determined.master import embedded
+
+    data_dir = common.data_dir()
+    told: Set[int] = set()
+    orphans: List[int] = []
+    try:
+        while True:
+            running = [int(e["id"]) for e in fg.session.get("/experiments")["experiments"]
+                       if e["state"] not in _follow.TERMINAL_STATES and e["state"] != "PAUSED"
+                       and int(e["id"]) != own_id and int(e["id"]) not in fg.active_at_start]
+            orphans = [i for i in running if not embedded.has_follower(data_dir, i)]
+            handed = sorted(set(running) - set(orphans) - told)
+            if handed:
+                console.print(f"Experiment(s) {', '.join(map(str, handed))} move(s) to the det command that "
+                              "follows it (its trials checkpoint and resume there)")
+                told.update(handed)
+            if not orphans:
+                return
+            new = sorted(set(orphans) - told)
+            if new:
+                console.print(f"Experiment(s) {', '.join(map(str, new))}, started on this master by another det "
+                              "command that no longer follows it, run(s) here to the end (Ctrl-C pauses)")
+                told.update(new)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        for experiment_id in orphans:
+            console.print(f"\nPausing experiment {experiment_id}: running trials checkpoint first…")
+            fg.session.post(f"/experiments/{experiment_id}/pause")
 
 
 def _stop_master(master: Any, console: Console) -> None:
@@ -139,13 +226,15 @@ def run_experiment(
             return session.get(f"/experiments/{exp['id']}")
         desc = _follow_with_pause(session, exp["id"], console, show_progress)
         return _finish(session, desc, console, show_progress)
-    with _foreground_master(console) as session:
+
+    def create(session: Session) -> int:
         exp = session.post("/experiments", body)["experiment"]
         console.print(f"Created experiment {exp['id']}")
         if on_created:
             on_created(exp["id"])
-        desc = _follow_with_pause(session, exp["id"], console, show_progress)
-        return _finish(session, desc, console, show_progress)
+        return int(exp["id"])
+
+    return _run_in_foreground(console, create, show_progress)
 
 
 def activate_experiment(
@@ -159,11 +248,13 @@ def activate_experiment(
         session.post(f"/experiments/{experiment_id}/activate")
         console.print(f"Activated experiment {experiment_id}")
         return session.get(f"/experiments/{experiment_id}")
-    with _foreground_master(console) as session:
+
+    def activate(session: Session) -> int:
         session.post(f"/experiments/{experiment_id}/activate")
         console.print(f"Activated experiment {experiment_id}")
-        desc = _follow_with_pause(session, experiment_id, console, show_progress)
-        return _finish(session, desc, console, show_progress)
+        return experiment_id
+
+    return _run_in_foreground(console, activate, show_progress)
 
 
 def exit_code_for(desc: Dict[str, Any]) -> int:

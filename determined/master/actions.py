@@ -54,6 +54,7 @@ def canonical_config(raw: Any, data_dir: str) -> Dict[str, Any]:
         reproducibility["experiment_seed"] = int(time.time()) % (2**31)
     try:
         searcher.make_search_method(config["searcher"])
+        searcher.check_trial_count(config)
     except ValueError as e:
         raise RequestProblem(400, "invalid experiment config", [str(e)]) from None
     problems = names.experiment_config_problems(config)

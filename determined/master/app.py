@@ -12,11 +12,13 @@ from fastapi.responses import JSONResponse
 import determined
 from determined.master import auth, login_throttle, request_limits, users, web_security
 from determined.master import ui
-from determined.master.api import api_router, checkpoints, cluster, insights, models
+from determined.master.api import api_router, checkpoint_files, checkpoints, cluster, insights, models
 from determined.master.api import users as users_api
+from determined.master.logs import LogLimits, is_disk_full
 from determined.master.master import Master
 from determined.master.rm import Slots
 from determined.master.rm.base import ResourceManagerFactory
+from determined.master.rm.trial_env import TrialUser
 
 logger = logging.getLogger("determined.master")
 
@@ -33,6 +35,9 @@ def create_app(
     warn_blank_passwords: bool = False,
     resource_manager: Optional[ResourceManagerFactory] = None,
     allowed_hosts: Optional[Sequence[str]] = None,
+    storage_roots: Optional[Sequence[str]] = None,
+    trial_user: Optional[TrialUser] = None,
+    log_limits: Optional[LogLimits] = None,
 ) -> FastAPI:
     """The REST API over the data dir's database (migrated on creation).
 
@@ -43,12 +48,14 @@ def create_app(
     `warn_blank_passwords` logs a warning at start while a default user has a blank password (servers).
     `allowed_hosts` (web_security.allowed_hosts) turns on the Host check of a master served on a socket.
     Every response carries the security headers; request bodies are bounded (request_limits.py).
+    `storage_roots`, `trial_user` and `log_limits` are a server's settings (see `Master`).
     """
     kwargs: Any = {}
     if preemption_timeout is not None:
         kwargs["preemption_timeout"] = preemption_timeout
     master = Master(data_dir, db_url, run_scheduler=run_scheduler, url=url, slots=slots,
-                    trial_command=trial_command, resource_manager=resource_manager, **kwargs)
+                    trial_command=trial_command, resource_manager=resource_manager, storage_roots=storage_roots,
+                    trial_user=trial_user, log_limits=log_limits, **kwargs)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -83,6 +90,7 @@ def create_app(
     app.add_exception_handler(OverflowError, _out_of_range)
     app.add_exception_handler(sqlalchemy.exc.DataError, _out_of_range)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(sqlalchemy.exc.OperationalError, _database_unavailable)
     return app
 
 
@@ -92,6 +100,15 @@ async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
     detail = [{"loc": [str(x)[:100] for x in e.get("loc", ())][:10], "msg": request_limits.clip(e.get("msg", ""), 300),
                "type": str(e.get("type", ""))[:100]} for e in list(errors)[:request_limits.MAX_ERROR_PROBLEMS]]
     return JSONResponse(status_code=422, content={"detail": detail})
+
+
+async def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    """The database refused a write (a full disk, say): 503, nothing was stored, the client may retry later."""
+    if not is_disk_full(exc):
+        raise exc
+    return JSONResponse(status_code=503, content={"detail": {
+        "message": "the master's disk is full: nothing was stored; retry when the master's admin has freed space",
+        "problems": []}})
 
 
 async def _out_of_range(_request: Request, exc: Exception) -> JSONResponse:
@@ -119,7 +136,7 @@ def blank_password_warning(master: Master) -> Optional[str]:
 
 # The checkpoint and model registry routes, under the same prefix as the rest of the API.
 registry_router = APIRouter(prefix="/api/v1")
-for _module in (checkpoints, models, cluster, insights):
+for _module in (checkpoints, checkpoint_files, models, cluster, insights):
     registry_router.include_router(_module.router)
 
 users_router = APIRouter(prefix="/api/v1")

@@ -7,7 +7,7 @@ import pathlib
 import socket
 import threading
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 import httpx
 import uvicorn
@@ -16,9 +16,11 @@ from determined import errors
 from determined.common.api import Session
 from determined.master import web_security
 from determined.master.app import create_app
+from determined.master.logs import LogLimits
 from determined.master.master import Master
 from determined.master.rm import Slots
 from determined.master.rm.base import ResourceManagerFactory
+from determined.master.rm.trial_env import TrialUser
 
 logger = logging.getLogger("determined.master")
 
@@ -82,6 +84,43 @@ def running_master_url(data_dir: "str | os.PathLike[str]", wait: float = 30.0) -
         lock = _read_lock(path) or {}
 
 
+FOLLOWERS_DIR = "followers"
+
+
+@contextlib.contextmanager
+def following(data_dir: "str | os.PathLike[str]", experiment_id: int) -> Iterator[None]:
+    """Mark, while the block runs, that this process follows `experiment_id` on another process's foreground
+    master and will run it itself when that master stops (a shared lock, released when this process dies)."""
+    import fcntl
+
+    folder = pathlib.Path(data_dir).expanduser().resolve() / FOLLOWERS_DIR
+    folder.mkdir(exist_ok=True)
+    fd = os.open(folder / f"{int(experiment_id)}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def has_follower(data_dir: "str | os.PathLike[str]", experiment_id: int) -> bool:
+    """Whether a live process follows `experiment_id` (see `following`) and will take it over."""
+    import fcntl
+
+    path = pathlib.Path(data_dir).expanduser().resolve() / FOLLOWERS_DIR / f"{int(experiment_id)}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def in_process_session(data_dir: "str | os.PathLike[str]") -> Session:
     """A Session on the data dir's API served in-process, with no scheduler: for reading and recording."""
     import warnings
@@ -133,6 +172,10 @@ class EmbeddedMaster:
         self.stop()
 
 
+class MasterAlreadyRunning(errors.DeterminedError):
+    """Another live process is the master of the data dir."""
+
+
 def _take_lock(path: pathlib.Path) -> None:
     for _ in range(2):
         try:
@@ -141,7 +184,7 @@ def _take_lock(path: pathlib.Path) -> None:
             lock = _read_lock(path) or {}
             pid = lock.get("pid")
             if isinstance(pid, int) and _pid_alive(pid):
-                raise errors.DeterminedError(
+                raise MasterAlreadyRunning(
                     f"another master (pid {pid}) already runs on the data dir {path.parent} at "
                     f"{lock.get('url') or '(starting)'}; talk to it with DET_MASTER={lock.get('url')} or stop it first"
                 ) from None
@@ -191,12 +234,16 @@ def start(
     warn_blank_passwords: bool = False,
     resource_manager: Optional[ResourceManagerFactory] = None,
     allowed_hosts: Sequence[str] = (),
+    storage_roots: Optional[Sequence[str]] = None,
+    trial_user: Optional[TrialUser] = None,
+    log_limits: Optional[LogLimits] = None,
 ) -> EmbeddedMaster:
     """Start a master for `data_dir` in this process: migrations, API on `host`:`port` (0: a free port), scheduler.
 
     Experiments left ACTIVE in the database resume. `trial_command` replaces the harness (tests only);
     `resource_manager` builds the resource manager from (work root, log sink) (default: the local one).
     It answers only requests for its own host names, plus `allowed_hosts` (web_security.allowed_hosts).
+    `storage_roots`, `trial_user` and `log_limits`: a server's settings (`det master up`, see `Master`).
     """
     root = pathlib.Path(data_dir).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -208,7 +255,8 @@ def start(
         app = create_app(root, db_url, run_scheduler=True, url=url, slots=slots, trial_command=trial_command,
                          preemption_timeout=preemption_timeout, warn_blank_passwords=warn_blank_passwords,
                          resource_manager=resource_manager,
-                         allowed_hosts=web_security.allowed_hosts(host, allowed_hosts))
+                         allowed_hosts=web_security.allowed_hosts(host, allowed_hosts), storage_roots=storage_roots,
+                         trial_user=trial_user, log_limits=log_limits)
         master: Master = app.state.master
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)

@@ -6,9 +6,10 @@ Process control is left to the scheduler, which reads the intent recorded here (
 `STOPPING_KILLED`) and acts on it.
 """
 import collections
+import dataclasses
 import hashlib
 import logging
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, object_session
@@ -92,8 +93,23 @@ def is_running(trial: Trial) -> bool:
 # ---------------------------------------------------------------- the search method
 
 
-def load_searcher(exp: Experiment) -> searcher.Searcher:
-    method = searcher.Searcher.from_config(exp.config, int(exp.config["reproducibility"]["experiment_seed"]))
+# Sessions of a Master carry, under this key of `Session.info`, a callable giving the master's total slots (None
+# for a master that runs no trials): the search methods create trials as the slots allow (SearchContext.window).
+SLOTS_INFO = "total_slots"
+
+
+def searcher_capacity(s: Session, exp: Experiment) -> Optional[int]:
+    """How many trials of `exp` the master of session `s` can run at once; None outside a master."""
+    total_slots = s.info.get(SLOTS_INFO)
+    if total_slots is None:
+        return None
+    per_trial = int(((exp.config.get("resources") or {}).get("slots_per_trial")) or 1)
+    return (total_slots() or 0) // max(1, per_trial)
+
+
+def load_searcher(exp: Experiment, capacity: Optional[int] = None) -> searcher.Searcher:
+    method = searcher.Searcher.from_config(exp.config, int(exp.config["reproducibility"]["experiment_seed"]),
+                                           capacity)
     if exp.searcher_snapshot is not None:
         method.restore(exp.searcher_snapshot)
     return method
@@ -118,15 +134,16 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL:
         _check_done(s, exp)
         return
-    method = load_searcher(exp)
+    method = load_searcher(exp, searcher_capacity(s, exp))
     queue: Deque[Event] = collections.deque(events)
+    created = _Created()
     while queue:
         kind, args = queue.popleft()
         ops = _dispatch(method, kind, args)
         s.add(SearcherEvent(experiment_id=exp.id, event={"kind": kind, **args},
                             operations=[searcher.operation_to_dict(op) for op in ops]))
         for op in ops:
-            queue.extend(_apply_operation(s, exp, method, op))
+            queue.extend(_apply_operation(s, exp, method, op, created))
         if exp.searcher_shutdown:
             break
     exp.searcher_snapshot = method.snapshot()
@@ -155,14 +172,25 @@ def progress_now(s: Session, exp: Experiment) -> Optional[float]:
     return method.progress(trained_units(s, exp, method.unit))
 
 
-def _trial_by_request(s: Session, exp: Experiment, request_id: str) -> Trial:
+@dataclasses.dataclass
+class _Created:
+    """The trials one `feed_searcher` call creates (by request id) and those it gave work: found without a query."""
+
+    trials: Dict[str, Trial] = dataclasses.field(default_factory=dict)
+    with_work: Set[str] = dataclasses.field(default_factory=set)
+
+
+def _trial_by_request(s: Session, exp: Experiment, request_id: str, created: Optional[_Created] = None) -> Trial:
+    if created is not None and request_id in created.trials:
+        return created.trials[request_id]
     trial = s.scalars(select(Trial).where(Trial.experiment_id == exp.id, Trial.request_id == request_id)).first()
     if trial is None:
         raise RuntimeError(f"the search method of experiment {exp.id} named an unknown trial request {request_id}")
     return trial
 
 
-def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op: searcher.Operation) -> List[Event]:
+def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op: searcher.Operation,
+                     created: _Created) -> List[Event]:
     if isinstance(op, searcher.Create):
         trial = Trial(
             experiment_id=exp.id,
@@ -179,21 +207,27 @@ def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op:
         )
         s.add(trial)
         s.flush()
+        created.trials[op.request_id] = trial
         return [("trial_created", {"request_id": op.request_id})]
     if isinstance(op, searcher.ValidateAfter):
-        trial = _trial_by_request(s, exp, op.request_id)
+        trial = _trial_by_request(s, exp, op.request_id, created)
         if trial.state in states.TRIAL_TERMINAL:
             return []
         length_batches = to_batches(method.unit, op.length, trial.hparams, exp.config)
         s.add(SearcherOperation(trial_id=trial.id, length=op.length, length_batches=length_batches, completed=False))
         trial.end_time = None  # it has work again (the time its last operation completed no longer says when it ended)
-        s.flush()
+        if op.request_id in created.trials:
+            created.with_work.add(op.request_id)
+        else:
+            s.flush()
         return []
     if isinstance(op, searcher.Close):
-        trial = _trial_by_request(s, exp, op.request_id)
+        trial = _trial_by_request(s, exp, op.request_id, created)
         if trial.state in states.TRIAL_TERMINAL:
             return []
         trial.close_requested = True
+        if op.request_id in created.with_work:  # created by this call with work to do: it ends later
+            return []
         if not is_running(trial) and not pending_operations(s, trial.id):
             _end_trial(trial, states.COMPLETED)
             return [("trial_closed", {"request_id": trial.request_id})]

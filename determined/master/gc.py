@@ -17,6 +17,7 @@ from determined.master import registry, states
 from determined.master.db import Checkpoint, Experiment, Trial, ValidationMetrics
 from determined.master.experiment import get_experiment
 from determined.master.problems import RequestProblem
+from determined.master.storage_roots import is_checkpoint_uuid
 from determined.storage._build import build_storage_manager
 
 if TYPE_CHECKING:
@@ -115,7 +116,9 @@ def _ranking(s: Session, exp: Experiment, ckpts: List[Checkpoint]) -> Any:
 def run_gc(master: "Master", experiment_id: int) -> List[str]:
     """Delete what the GC policy of an ended experiment does not keep; returns the uuids deleted.
 
-    Files are deleted outside any database transaction, one checkpoint at a time under the master's lock
+    Only ids that are UUIDs are deleted, as `<storage dir>/<uuid>`, and only when the experiment's storage passes
+    the master's checks (`Master.storage_refusal`: on a server, inside an allowed storage root, never the data
+    dir). Files are deleted outside any database transaction, one checkpoint at a time under the master's lock
     (so no registration can slip in between the last check and the deletion); each row is marked DELETED
     only after its files are gone. A failed deletion is logged and leaves the row COMPLETED. An experiment
     that has not ended is left alone: its trials may still need their checkpoints.
@@ -127,6 +130,10 @@ def run_gc(master: "Master", experiment_id: int) -> List[str]:
         candidates = [c.uuid for c in checkpoints_to_delete(s, exp)[0]]
         storage_config = exp.config.get("checkpoint_storage")
     deleted: List[str] = []
+    refusal = master.storage_refusal(storage_config) if candidates else None
+    if refusal:
+        logger.error("experiment %s: checkpoint GC deletes nothing: %s", experiment_id, refusal)
+        candidates = []
     if candidates:
         try:
             storage = build_storage_manager(storage_config)
@@ -134,6 +141,10 @@ def run_gc(master: "Master", experiment_id: int) -> List[str]:
             logger.error("experiment %s: checkpoint GC cannot reach its checkpoint storage: %s", experiment_id, e)
             candidates = []
     for uuid in candidates:
+        if not is_checkpoint_uuid(uuid):  # recorded before ids had to be UUIDs: not a name to delete by
+            logger.error("experiment %s: not deleting checkpoint %r: its id is not a UUID; it stays COMPLETED",
+                         experiment_id, uuid)
+            continue
         with master.lock:
             with master.read() as s:
                 row = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()

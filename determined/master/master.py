@@ -7,21 +7,24 @@ import pathlib
 import queue
 import threading
 import time
-from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from determined import errors
-from determined.master import allocations, scheduler, states, trial_notes
+from determined.config import environment_variables
+from determined.master import allocations, isolation, scheduler, states, trial_notes
 from determined.master import gc as checkpoint_gc
+from determined.master import storage_roots as storage_roots_mod
 from determined.master.db import Experiment, Trial, engine as db_engine
+from determined.master.experiment import SLOTS_INFO, progress_now
 from determined.master.log_policies import LogPolicyMonitor
-from determined.master.logs import LogWriter
-from determined.master.experiment import progress_now
+from determined.master.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
 from determined.master.rm.base import ResourceManager, ResourceManagerFactory
+from determined.master.rm.trial_env import TrialUser
 
 logger = logging.getLogger("determined.master")
 
@@ -111,6 +114,9 @@ class Master:
     Every change to experiment/trial state happens under `lock` inside `write()`; reads use `read()`.
     `trial_command` replaces the harness command for tests (see LocalResourceManager).
     `resource_manager` builds another resource manager from (work root, log sink); default: the local one.
+    `storage_roots` (servers) limits `shared_fs` checkpoint storage to those directories (storage_roots.py);
+    `trial_user` runs trial processes as that OS user and closes the data dir to it (isolation.py);
+    `log_limits` caps trial log lines and each trial's logs (logs.py).
     """
 
     def __init__(
@@ -125,9 +131,15 @@ class Master:
         preemption_timeout: float = DEFAULT_PREEMPTION_TIMEOUT,
         poll_interval: float = 0.2,
         resource_manager: Optional[ResourceManagerFactory] = None,
+        storage_roots: Optional[Sequence[str]] = None,
+        trial_user: Optional[TrialUser] = None,
+        log_limits: Optional[LogLimits] = None,
     ) -> None:
         self.data_dir = pathlib.Path(data_dir).expanduser().resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # None: any shared_fs directory (the embedded master, on its user's own machine); else the allowed roots.
+        self.storage_roots = None if storage_roots is None else storage_roots_mod.resolve_roots(storage_roots,
+                                                                                                self.data_dir)
         self.db_url = db_engine.resolve_db_url(self.data_dir, db_url)
         self.engine = db_engine.make_engine(self.db_url)
         db_engine.upgrade(self.engine)
@@ -138,8 +150,10 @@ class Master:
             except db_engine.DatabaseInUse as e:
                 self.engine.dispose()
                 raise errors.DeterminedError(str(e)) from None
-        self._reads = sessionmaker(self.engine, expire_on_commit=False)
-        self._writes = sessionmaker(self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False)
+        info = {SLOTS_INFO: self.total_slots}  # the search methods create trials as the slots allow
+        self._reads = sessionmaker(self.engine, expire_on_commit=False, info=info)
+        self._writes = sessionmaker(self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False,
+                                    info=info)
         self.write_engine = self.engine.execution_options(sqlite_immediate=True)
         self.lock = threading.RLock()
         self._group_commits: Dict[BatchApply, GroupCommit[Any]] = {}
@@ -151,15 +165,32 @@ class Master:
         self.rm: Optional[ResourceManager] = None
         self.log_writer: Optional[LogWriter] = None
         self.log_policies = LogPolicyMonitor()
+        self.trial_user = trial_user
+        # Exits of trial processes not recorded yet (the database refused the write: a full disk, say).
+        self._unrecorded_exits: List[Tuple[int, str, int]] = []
+        self._unrecorded_exits_logged = False
         if run_scheduler:
-            self.log_writer = LogWriter(self._writes)
+            self.log_writer = LogWriter(self._writes, limits=log_limits)
             sink = self.log_policies.wrap(self.log_writer.add)  # log_policies see every line of a trial
+            if trial_user is not None:
+                try:
+                    if resource_manager is not None:
+                        raise errors.DeterminedError(
+                            "trial_user runs trials on this machine as another OS user; with a Ray cluster the "
+                            "trials run as the user of the Ray workers: remove trial_user (see docs/auth.md)")
+                    isolation.protect_data_dir(self.data_dir, trial_user)
+                except BaseException:  # nothing started yet: give the database back
+                    if self._release_db_lock is not None:
+                        self._release_db_lock()
+                    self.engine.dispose()
+                    raise
             if resource_manager is not None:  # e.g. the Ray resource manager (rm/ray.py)
                 self.rm = resource_manager(str(self.data_dir / "work"), sink)
             else:
                 self.rm = LocalResourceManager(str(self.data_dir / "work"), sink,
                                                slots=slots if slots is not None else detect_slots(),
-                                               trial_command=trial_command)
+                                               trial_command=trial_command, trial_user=trial_user,
+                                               line_bytes=self.log_writer.limits.line_bytes)
         self._wake = threading.Event()
         self._progress_refreshed = 0.0
         self._stop_requested = threading.Event()
@@ -268,11 +299,14 @@ class Master:
         # them), so it lives until they are all gone.
         assert self.rm is not None
         self.rm.exit_listener = self.wake  # a run that ends is reaped at once, not at the next poll
+        last_error, last_logged = "", 0.0
         while not self._stop_requested.is_set():
             try:
                 self.tick()
-            except Exception:  # the loop must survive a bad tick; the error is in the log
-                logger.exception("scheduler tick failed")
+            except Exception as e:  # the loop must survive a bad tick; the error is in the log (once a minute)
+                if str(e) != last_error or time.monotonic() - last_logged > 60:
+                    logger.exception("scheduler tick failed")
+                    last_error, last_logged = str(e), time.monotonic()
             self._wake.wait(self.poll_interval)
             self._wake.clear()
         self._drain()
@@ -328,21 +362,38 @@ class Master:
         return float(own) if own else self.preemption_timeout
 
     def _reap(self, *, master_stopping: bool = False) -> None:
+        """Record the exits of ended runs. An exit the database refuses (a full disk) is kept and recorded at a
+        later tick: a trial's end is never lost, and its experiment never stays ACTIVE with nothing running."""
         assert self.rm is not None
-        exits = self.rm.poll_exited()
+        new = self.rm.poll_exited()
+        exits, self._unrecorded_exits = self._unrecorded_exits + new, []
         if not exits:
             if self.log_policies.has_pending():
                 with self.write(wake=False) as s:
                     self.log_policies.record(s)
             return
+        for trial_id, allocation_id, code in new:
+            logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
         if self.log_writer is not None:
+            for trial_id, _, _ in new:
+                self.log_writer.run_ended(trial_id)
             self.log_writer.flush()
-        with self.write() as s:
-            self.log_policies.record(s)  # a run's matches count before its exit is handled (cancel_retries)
-            for trial_id, allocation_id, code in exits:
-                logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
-                self.log_policies.forget(trial_id, allocation_id)
-                allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
+        try:
+            with self.write() as s:
+                self.log_policies.record(s)  # a run's matches count before its exit is handled (cancel_retries)
+                for trial_id, allocation_id, code in exits:
+                    self.log_policies.forget(trial_id, allocation_id)
+                    allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
+        except Exception as e:
+            if not self._unrecorded_exits_logged:
+                logger.error("could not record the exit of %s trial run(s) (%s); retrying%s", len(exits),
+                             str(e).splitlines()[0][:300] if str(e) else e.__class__.__name__,
+                             " until the disk has space again" if is_disk_full(e) else "")
+            self._unrecorded_exits, self._unrecorded_exits_logged = exits, True
+            return
+        if self._unrecorded_exits_logged:
+            logger.warning("recorded the exits of %s trial run(s) that had waited", len(exits))
+            self._unrecorded_exits_logged = False
 
     def _schedule(self) -> None:
         assert self.rm is not None and self.url is not None
@@ -355,11 +406,12 @@ class Master:
                     assert exp is not None
                     allocation_id, token = allocations.start_allocation(s, trial)
                     self.log_policies.watch(trial.id, allocation_id, exp.config)
-                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp)))
-        for trial_id, exp_id, allocation_id, token, slots in launches:
+                    env = environment_variables(exp.config, "cuda" if self.rm.slots.kind == "gpu" else "cpu")
+                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp), env))
+        for trial_id, exp_id, allocation_id, token, slots, env in launches:
             try:
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
-                               slots_needed=slots, master_url=self.url)
+                               slots_needed=slots, master_url=self.url, env=env)
             except Exception as e:
                 logger.error("trial %s: could not start its process: %s", trial_id, e)
                 with self.write() as s:
@@ -389,6 +441,17 @@ class Master:
             time.sleep(0.05)
 
     # ------------------------------------------------------------ helpers for the API
+
+    def storage_problems(self, checkpoint_storage: Optional[Dict[str, Any]]) -> List[str]:
+        """Why an experiment may not use this checkpoint storage on this master (empty: it may)."""
+        if self.storage_roots is None:
+            return []
+        return storage_roots_mod.storage_problems(checkpoint_storage, self.storage_roots, self.data_dir)
+
+    def storage_refusal(self, checkpoint_storage: Optional[Dict[str, Any]]) -> Optional[str]:
+        """Why nothing may be deleted from this checkpoint storage now (a link planted since submission), or None."""
+        problems = self.storage_problems(checkpoint_storage)
+        return "; ".join(problems) if problems else None
 
     def total_slots(self) -> Optional[int]:
         return self.rm.total_slots if self.rm is not None else None

@@ -21,6 +21,7 @@ from determined.master.experiment import (
     start_steps,
 )
 from determined.master.problems import RequestProblem, not_found
+from determined.master.storage_roots import is_checkpoint_uuid
 
 EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP", "USER_REQUESTED_STOP")
 
@@ -213,8 +214,10 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
 
 def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
     uuid = body.get("uuid")
-    if not isinstance(uuid, str) or not uuid:
-        raise RequestProblem(400, "checkpoint: a non-empty string uuid is required")
+    if not is_checkpoint_uuid(uuid):
+        raise RequestProblem(400, f"checkpoint: uuid must be a UUID in canonical form, as str(uuid.uuid4()) writes it "
+                                  f"(e.g. 3f6c2a1e-8d4b-4c3a-9f1e-2b7d5e8a9c10), got {_shown(uuid)}",
+                             ["uuid: checkpoints are named by a new random UUID; determined.core names them itself"])
     steps = _int(body, "steps_completed")
     resources = body.get("resources") or {}
     metadata = body.get("metadata") or {}
@@ -274,6 +277,12 @@ def _number(body: Mapping[str, Any], key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RequestProblem(400, f"{key}: expected a number, got {value!r}")
     return float(value)
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """`value` for an error message, cut to `limit` characters (a client's input is never echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _dumps(value: Any) -> str:

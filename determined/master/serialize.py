@@ -7,6 +7,7 @@ are ORM objects or `dbread.Row`s: both have the same attributes. Nothing here im
 import datetime
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from determined.config import redaction
 from determined.master import trial_status
 from determined.master.dbread import CHECKPOINT_COLUMNS, Row, in_list, reader_of
 
@@ -40,7 +41,7 @@ def searched_hparams(config: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str, Any]:
-    config = exp.config
+    config = redaction.experiment_config(exp.config)  # secrets are for the trial's own context only
     if num_trials is None:
         num_trials = trial_counts(db, [exp.id]).get(exp.id, 0)
     return {
@@ -128,7 +129,7 @@ def checkpoint(db: Any, c: Any) -> Dict[str, Any]:
         "determined_version": c.determined_version,
         "start_time": timestamp(c.start_time),
         "end_time": timestamp(c.end_time),
-        "storage": exp.config.get("checkpoint_storage") if exp is not None else None,
+        "storage": redaction.storage(exp.config.get("checkpoint_storage")) if exp is not None else None,
         "model_versions": model_versions_of(q, c.uuid),
     }
 

@@ -14,12 +14,13 @@ from determined.searcher._ops import (
     operation_to_dict,
 )
 from determined.searcher._pbt import PBTSearch
-from determined.searcher._preview import format_preview, preview
+from determined.searcher._preview import MAX_TRIALS, check_trial_count, format_preview, planned_trials, preview
 from determined.searcher._random import RandomSearch, SingleSearch
 from determined.searcher._searcher import AVAILABLE_METHODS, Searcher, make_search_method
 from determined.searcher._simulate import SimTrial, SimulationError, SimulationResult, simulate
 
 __all__ = [
+    "MAX_TRIALS",
     "ASHASearch",
     "AVAILABLE_METHODS",
     "AdaptiveSearch",
@@ -35,6 +36,8 @@ __all__ = [
     "SearchContext",
     "SearchMethod",
     "Searcher",
+    "check_trial_count",
+    "planned_trials",
     "Shutdown",
     "SimTrial",
     "SimulationError",

@@ -1,6 +1,6 @@
 """`sync_halving`, `adaptive` and `adaptive_simple`: brackets of synchronous successive halving side by side."""
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Union
 
 from determined.config.errors import Problems
 from determined.config.lengths import length_unit, length_value
@@ -98,6 +98,7 @@ class _Bracket:
         self.closing: Set[str] = set()
         self.closed: Set[str] = set()
         self.over = False
+        self.to_create = 0  # rung-0 trials not created yet (created one per rung-0 report on the platform)
 
     @property
     def top(self) -> int:
@@ -108,11 +109,17 @@ class _Bracket:
         """No more work will come and every trial of the bracket has closed."""
         return self.over and all(rid in self.closed for rung in self.members for rid in rung)
 
-    def start(self, ctx: SearchContext) -> List[Operation]:
+    def start(self, ctx: SearchContext, limit: Optional[int] = None) -> List[Operation]:
+        """Create the rung-0 trials, at most `limit` now (None: all); the others as earlier ones report."""
+        self.to_create = self.trials[0]
+        return self._create(ctx, self.trials[0] if limit is None else limit)
+
+    def _create(self, ctx: SearchContext, count: int) -> List[Operation]:
         ops: List[Operation] = []
-        for _ in range(self.trials[0]):
+        for _ in range(min(count, self.to_create)):
             request_id = ctx.new_request_id()
             self.members[0].append(request_id)
+            self.to_create -= 1
             ops += [Create(request_id, ctx.sample_hparams()), *self._train(request_id, 0)]
         return ops
 
@@ -135,33 +142,33 @@ class _Bracket:
         alive = [rid for rid in scores if rid not in self.exited]
         return sorted(alive, key=lambda rid: (scores[rid] is None, scores[rid] or 0.0, order[rid]))
 
-    def on_validation(self, request_id: str, metric: float) -> List[Operation]:
-        return self._report(request_id, _score(metric, self.smaller_is_better))
+    def on_validation(self, ctx: SearchContext, request_id: str, metric: float) -> List[Operation]:
+        return self._report(ctx, request_id, _score(metric, self.smaller_is_better))
 
-    def on_exit(self, request_id: str) -> List[Operation]:
+    def on_exit(self, ctx: SearchContext, request_id: str) -> List[Operation]:
         self.exited.add(request_id)
         if self.over or request_id not in self.members[self.rung]:
             return []
         if request_id in self.scores[self.rung]:
             self.scores[self.rung][request_id] = None
             return []
-        return self._report(request_id, None)
+        return self._report(ctx, request_id, None)
 
-    def on_closed(self, request_id: str) -> List[Operation]:
+    def on_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
         self.closed.add(request_id)
         unexpected = request_id not in self.scores[self.rung] or request_id not in self.closing
         if not self.over and request_id in self.members[self.rung] and unexpected and request_id not in self.exited:
-            return self.on_exit(request_id)  # ended before reporting, or without our Close: an early exit
+            return self.on_exit(ctx, request_id)  # ended before reporting, or without our Close: an early exit
         return []
 
-    def _report(self, request_id: str, score: Optional[float]) -> List[Operation]:
+    def _report(self, ctx: SearchContext, request_id: str, score: Optional[float]) -> List[Operation]:
         if self.over or request_id not in self.members[self.rung] or request_id in self.scores[self.rung]:
             return []
         self.scores[self.rung][request_id] = score
-        ops: List[Operation] = []
+        ops: List[Operation] = self._create(ctx, 1) if self.rung == 0 else []  # its seat goes to the next one
         if not self.train_stragglers and self.rung < self.top:
             ops += self._close(self._ranking()[self.trials[self.rung + 1]:])
-        if len(self.scores[self.rung]) == len(self.members[self.rung]):
+        if len(self.scores[self.rung]) == len(self.members[self.rung]) and not (self.rung == 0 and self.to_create):
             ops += self._complete_rung()
         return ops
 
@@ -212,6 +219,7 @@ class _Bracket:
             "closing": sorted(self.closing),
             "closed": sorted(self.closed),
             "over": self.over,
+            "to_create": self.to_create,
         }
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
@@ -222,6 +230,7 @@ class _Bracket:
         self.closing = set(snapshot["closing"])
         self.closed = set(snapshot["closed"])
         self.over = bool(snapshot["over"])
+        self.to_create = int(snapshot.get("to_create", 0))  # older snapshots: every trial was created at start
 
 
 class _HalvingBrackets(SideBySideBrackets, SearchMethod):
@@ -237,9 +246,16 @@ class _HalvingBrackets(SideBySideBrackets, SearchMethod):
         self.shutdown = False
 
     def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+        """Each bracket's rung-0 trials; on the platform at most the context's window of them in all (split in
+        proportion to the brackets' rung-0 sizes, at least one each): the others as earlier ones report."""
+        window = ctx.window()
+        sizes = [b.trials[0] for b in self.brackets]
+        limits: List[Optional[int]] = [None] * len(sizes)
+        if window is not None and sum(sizes) > window:
+            limits = [max(1, n * window // sum(sizes)) for n in sizes]
         ops: List[Operation] = []
-        for index, bracket in enumerate(self.brackets):
-            started = bracket.start(ctx)
+        for index, (bracket, limit) in enumerate(zip(self.brackets, limits)):
+            started = bracket.start(ctx, limit)
             self.owner.update({op.request_id: index for op in started if isinstance(op, Create)})
             ops += started
         return ops
@@ -250,21 +266,23 @@ class _HalvingBrackets(SideBySideBrackets, SearchMethod):
             ops.append(Shutdown())
         return ops
 
-    def _bracket(self, request_id: str) -> Optional[_Bracket]:
+    def _event(self, request_id: str, handle: Callable[[_Bracket], List[Operation]]) -> List[Operation]:
+        """Give an event to the bracket that created the trial; trials it creates in answer are its own."""
         index = self.owner.get(request_id)
-        return None if index is None else self.brackets[index]
+        if index is None:
+            return self._after([])
+        ops = handle(self.brackets[index])
+        self.owner.update({op.request_id: index for op in ops if isinstance(op, Create)})
+        return self._after(ops)
 
     def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
-        bracket = self._bracket(request_id)
-        return self._after(bracket.on_validation(request_id, metric) if bracket else [])
+        return self._event(request_id, lambda b: b.on_validation(ctx, request_id, metric))
 
     def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
-        bracket = self._bracket(request_id)
-        return self._after(bracket.on_exit(request_id) if bracket else [])
+        return self._event(request_id, lambda b: b.on_exit(ctx, request_id))
 
     def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
-        bracket = self._bracket(request_id)
-        return self._after(bracket.on_closed(request_id) if bracket else [])
+        return self._event(request_id, lambda b: b.on_closed(ctx, request_id))
 
     def progress(self, trained: Trained = None) -> float:
         if self.shutdown:

@@ -118,6 +118,7 @@ class AsyncHalvingSearch(SearchMethod):
         self.smaller_is_better = smaller_is_better
         self.unit = unit
         self.stop_once = stop_once
+        self.max_concurrent_trials = max_concurrent_trials
         self.concurrency = concurrency_per_bracket([max_trials], max_concurrent_trials, divisor)[0]
         self.rung_lengths = rung_lengths(num_rungs, max_length, divisor)
         self._reset()
@@ -153,9 +154,12 @@ class AsyncHalvingSearch(SearchMethod):
 
     # ---- events
 
-    def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+    def initial_operations(self, ctx: SearchContext, limit: Optional[int] = None) -> List[Operation]:
+        """The bracket's first trials: its concurrency, at most `limit` (default: the context's window)."""
+        if limit is None:
+            limit = ctx.window(self.max_concurrent_trials)
         ops: List[Operation] = []
-        for _ in range(min(self.concurrency, self.max_trials)):
+        for _ in range(min(self.concurrency, self.max_trials, limit if limit is not None else self.max_trials)):
             ops += self._create(ctx)
         return ops
 
@@ -376,6 +380,7 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
             self.bracket_rungs = brackets_for_mode(mode, self.max_rungs)
         trials = trials_per_bracket(self.bracket_rungs, max_trials, divisor)
         concurrency = concurrency_per_bracket(trials, max_concurrent_trials, divisor)
+        self.max_concurrent_trials = max_concurrent_trials
         self.brackets = [
             AsyncHalvingSearch(rungs, max_length, n, divisor, c, smaller_is_better, unit, stop_once)
             for rungs, n, c in zip(self.bracket_rungs, trials, concurrency)
@@ -403,9 +408,15 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
         )
 
     def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+        """Each bracket's first trials; on the platform, at most the context's window in all (split between
+        the brackets in proportion to their concurrency, at least one each)."""
+        wanted = [min(b.concurrency, b.max_trials) for b in self.brackets]
+        window = ctx.window(self.max_concurrent_trials)
+        if window is not None and sum(wanted) > window:
+            wanted = [max(1, w * window // sum(wanted)) for w in wanted]
         ops: List[Operation] = []
-        for index, bracket in enumerate(self.brackets):
-            ops += self._own(index, bracket.initial_operations(ctx))
+        for index, (bracket, limit) in enumerate(zip(self.brackets, wanted)):
+            ops += self._own(index, bracket.initial_operations(ctx, limit))
         return ops
 
     def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:

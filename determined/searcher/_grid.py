@@ -1,7 +1,7 @@
 """`grid`: one trial per point of the Cartesian product of every hyperparameter's grid values."""
 import itertools
 import math
-from typing import Any, Dict, Iterator, List, Mapping, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from determined.config import MAX_ALLOWED_TRIALS, canonical_hparams, dotted, grid_values, hparam_leaves, nest_values
 from determined.searcher._context import SearchContext
@@ -48,18 +48,23 @@ def grid_points(hparams_config: Mapping[str, Any]) -> List[Dict[str, Any]]:
 
 
 class GridSearch(FixedTrialsSearch):
-    """Creates one trial per grid point up front; each trains to `max_length`, validates and closes."""
+    """One trial per grid point; each trains to `max_length`, validates and closes."""
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "GridSearch":
         """The grid search a canonical `searcher` section describes."""
-        from determined.searcher._searcher import config_length
+        from determined.searcher._searcher import config_int, config_length
 
         unit, max_length = config_length(searcher_config, "max_length")
-        return cls(max_length=max_length, unit=unit)
+        return cls(max_length=max_length, unit=unit,
+                   max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0))
 
-    def _trial_hparams(self, ctx: SearchContext) -> Iterator[Dict[str, Any]]:
-        return iter(grid_points(ctx.hparams_config))
+    _points: Optional[List[Dict[str, Any]]] = None
+
+    def _hparams_of(self, ctx: SearchContext, index: int) -> Dict[str, Any]:
+        if self._points is None:  # computed once per instance (the master builds one per event)
+            self._points = grid_points(ctx.hparams_config)
+        return self._points[index]
 
     def _trial_count(self, ctx: SearchContext) -> int:
         return len(grid_points(ctx.hparams_config))

@@ -79,6 +79,7 @@ class PBTSearch(SearchMethod):
         self.over = False
         self.failure = False
         self.shutdown = False
+        self.to_create = 0  # first-round members not created yet (one per first-round report on the platform)
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "PBTSearch":
@@ -99,8 +100,15 @@ class PBTSearch(SearchMethod):
         return (self.round + 1) * self.length_per_round
 
     def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+        """The first members; on the platform at most the context's window now, the others as members report."""
+        self.to_create = self.population_size
+        window = ctx.window()
+        return self._create_members(ctx, self.population_size if window is None else window)
+
+    def _create_members(self, ctx: SearchContext, count: int) -> List[Operation]:
         ops: List[Operation] = []
-        for _ in range(self.population_size):
+        for _ in range(min(count, self.to_create)):
+            self.to_create -= 1
             request_id = ctx.new_request_id()
             self.hparams[request_id] = ctx.sample_hparams()
             self.members.append(request_id)
@@ -112,7 +120,7 @@ class PBTSearch(SearchMethod):
         if self.over or request_id not in self.members or request_id in self.scores:
             return []
         self.scores[request_id] = (metric if self.smaller_is_better else -metric) if math.isfinite(metric) else None
-        return self._round_end(ctx)
+        return self._create_members(ctx, 1) + self._round_end(ctx)
 
     def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
         if request_id not in self.hparams:
@@ -121,7 +129,7 @@ class PBTSearch(SearchMethod):
         if self.over or request_id not in self.members:
             return []
         self.scores[request_id] = None
-        return self._round_end(ctx)
+        return self._create_members(ctx, 1) + self._round_end(ctx)
 
     def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
         if request_id not in self.hparams:
@@ -166,7 +174,7 @@ class PBTSearch(SearchMethod):
         return [Close(rid) for rid in todo]
 
     def _round_end(self, ctx: SearchContext) -> List[Operation]:
-        if len(self.scores) < len(self.members) or self.pending:
+        if len(self.scores) < len(self.members) or self.pending or self.to_create:
             return []
         self.round += 1
         ranking = self._ranking()
@@ -234,6 +242,7 @@ class PBTSearch(SearchMethod):
             "over": self.over,
             "failure": self.failure,
             "shutdown": self.shutdown,
+            "to_create": self.to_create,
         }
 
     def restore(self, snapshot: Dict[str, Any]) -> None:
@@ -250,3 +259,4 @@ class PBTSearch(SearchMethod):
         self.over = bool(snapshot["over"])
         self.failure = bool(snapshot["failure"])
         self.shutdown = bool(snapshot["shutdown"])
+        self.to_create = int(snapshot.get("to_create", 0))  # older snapshots: every member was created at start

@@ -12,6 +12,39 @@ from determined.searcher._simulate import Objective, SimulationResult, simulate
 SIMULATION_TRIAL_LIMIT = 5000
 
 
+# The most trials one experiment may create: every trial is a row with its metrics and logs, and a search
+# method's state, stored with every event of the search, holds the trials it made; past this an event costs
+# more than a fraction of a second and a list of trials no longer fits on a page.
+MAX_TRIALS = 10_000
+
+
+def planned_trials(config: Mapping[str, Any]) -> int:
+    """How many trials the search of a canonical config creates in all, from the config alone (no simulation)."""
+    method = make_search_method(config["searcher"])
+    if isinstance(method, GridSearch):
+        trials = 1
+        for values in grid_axes(config.get("hyperparameters") or {}).values():
+            trials *= len(values)
+        return trials
+    if hasattr(method, "max_trials"):  # random, single, adaptive_asha, async_halving
+        return int(getattr(method, "max_trials"))
+    described = getattr(method, "describe")()
+    return int(described["trials"])
+
+
+def check_trial_count(config: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the limit, its reason and the fix when the search would create too many trials."""
+    trials = planned_trials(config)
+    if trials > MAX_TRIALS:
+        name = config["searcher"].get("name")
+        fields = {"pbt": "population_size or num_rounds", "grid": "the count of some hyperparameters",
+                  "adaptive": "budget", "sync_halving": "budget"}.get(str(name), "max_trials")
+        raise ValueError(
+            f"searcher: this {name} search would create {trials} trials, more than the {MAX_TRIALS} one experiment "
+            f"may have (each trial is a database row with its metrics and logs, and the search's state, stored at "
+            f"every event, holds every trial); lower {fields}, or split the search into several experiments")
+
+
 def preview(config: Mapping[str, Any]) -> Dict[str, Any]:
     """Describe the search of a canonical experiment config as plain JSON, without running anything.
 

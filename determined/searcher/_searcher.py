@@ -60,7 +60,8 @@ def make_search_method(searcher_config: Mapping[str, Any]) -> SearchMethod:
         return SingleSearch(max_length=max_length, unit=unit)
     if name == "random":
         unit, max_length = config_length(searcher_config, "max_length")
-        return RandomSearch(max_length=max_length, max_trials=config_int(searcher_config, "max_trials"), unit=unit)
+        return RandomSearch(max_length=max_length, max_trials=config_int(searcher_config, "max_trials"), unit=unit,
+                            max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0))
     if isinstance(name, str) and name in _FACTORIES:
         return _FACTORIES[name](searcher_config)
     raise ValueError(f"searcher.name: unknown search method {name!r}; use one of {', '.join(AVAILABLE_METHODS)}")
@@ -74,9 +75,10 @@ class Searcher:
         self.context = context
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], seed: int) -> "Searcher":
-        """A fresh searcher for a canonical experiment config."""
-        return cls(make_search_method(config["searcher"]), SearchContext(seed, config.get("hyperparameters") or {}))
+    def from_config(cls, config: Mapping[str, Any], seed: int, capacity: Optional[int] = None) -> "Searcher":
+        """A fresh searcher for a canonical experiment config; `capacity`: see SearchContext (None on its own)."""
+        return cls(make_search_method(config["searcher"]),
+                   SearchContext(seed, config.get("hyperparameters") or {}, capacity))
 
     @property
     def unit(self) -> str:

@@ -64,13 +64,14 @@ class _Master:
 
     def __init__(self, method: SearchMethod, hparams_config: Mapping[str, Any], objective: Objective, seed: int,
                  max_concurrent: int, exit_early: Optional[ExitEarly], snapshot_every_event: bool, max_events: int,
-                 on_event: Optional[EventHook]) -> None:
+                 on_event: Optional[EventHook], capacity: Optional[int] = None) -> None:
         if max_concurrent < 0:
             raise ValueError(f"simulate: max_concurrent must be >= 0 (0 = no limit), got {max_concurrent}")
         self.template = copy.deepcopy(method) if snapshot_every_event else None
         self.seed = seed
         self.hparams_config = dict(hparams_config)
-        self.searcher = Searcher(method, SearchContext(seed, self.hparams_config))
+        self.capacity = capacity
+        self.searcher = Searcher(method, SearchContext(seed, self.hparams_config, capacity))
         self.objective = objective
         self.max_concurrent = max_concurrent
         self.exit_early = exit_early
@@ -130,7 +131,7 @@ class _Master:
         """Snapshot through JSON into a fresh method and context, as a master restart would."""
         assert self.template is not None
         data = json.loads(json.dumps(self.searcher.snapshot(), allow_nan=False))
-        fresh = Searcher(copy.deepcopy(self.template), SearchContext(self.seed, self.hparams_config))
+        fresh = Searcher(copy.deepcopy(self.template), SearchContext(self.seed, self.hparams_config, self.capacity))
         fresh.restore(data)
         self.searcher = fresh
 
@@ -259,6 +260,7 @@ def simulate(
     snapshot_every_event: bool = False,
     max_events: int = 1_000_000,
     on_event: Optional[EventHook] = None,
+    capacity: Optional[int] = None,
 ) -> SimulationResult:
     """Run `method` to its Shutdown against `objective`, with no training, and return what happened.
 
@@ -266,11 +268,12 @@ def simulate(
     `length`; `exit_early(request_id, hparams, length)` may return an ExitedReason to make the trial stop at that
     length instead of validating. With `snapshot_every_event`, the method and its SearchContext go through
     json.dumps/json.loads of their snapshot into a fresh instance after every event. `on_event(kind, args)` sees
-    every event before the method does. Raises SimulationError when the method names an unknown trial, asks for a
+    every event before the method does. `capacity` is the SearchContext's (trials the platform runs at once):
+    given, the method creates trials as the master would let it (SearchContext.window). Raises SimulationError when the method names an unknown trial, asks for a
     length smaller than a trial already trained, stops giving work without shutting down, or exceeds max_events.
     """
     master = _Master(method, hparams_config, objective, seed, max_concurrent, exit_early, snapshot_every_event,
-                     max_events, on_event)
+                     max_events, on_event, capacity)
     master.feed("initial", {})
     while not master.shutdown:
         if not master.step():

@@ -130,6 +130,9 @@ class SharedFSStorageManager(StorageManager):
 
     def delete(self, storage_id: str) -> None:
         path = self.path_of(storage_id)
+        if path.is_symlink():  # never written by this storage: planted, and its target is not ours to delete
+            raise errors.DeterminedError(
+                f"not deleting checkpoint {storage_id}: {path} is a symbolic link, not a checkpoint directory")
         if not path.exists():
             return
         # Rename first so that a half-deleted checkpoint never stays under its uuid.

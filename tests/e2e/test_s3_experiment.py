@@ -3,6 +3,7 @@ import pathlib
 
 import pytest
 
+from tests.client import _cli as in_process
 from tests.e2e._helpers import copy_example, det, det_json, small_config
 from tests.storage import _moto
 from tests.storage._moto import MotoS3
@@ -54,6 +55,13 @@ def test_experiment_checkpoints_to_s3_and_warm_starts_from_it(
     assert not (det_data_dir / "checkpoints").exists() or not any((det_data_dir / "checkpoints").iterdir())
     final_accuracy = detail["validation_metrics"][-1]["metrics"]["validation_accuracy"]
     assert final_accuracy > 0.8
+    # The keys are hidden from clients: the download goes through the master, which reads the bucket.
+    assert ckpts[40]["storage"]["secret_key"] == "********"
+    downloaded = tmp_path / "downloaded"
+    in_process.det("checkpoint", "download", final, "-o", str(downloaded), check=True)
+    for rel, size in ckpts[40]["resources"].items():
+        if not rel.endswith("/"):
+            assert (downloaded / rel).stat().st_size == size, rel
 
     # A second experiment warm-starts from the checkpoint in S3 and trains one batch: it scores about what the
     # first experiment's final weights scored (one batch from fresh weights scores far less).

@@ -6,6 +6,13 @@ import tarfile
 from typing import Any, Dict, Optional
 
 
+def pass_fake_settings_to_trials(monkeypatch: Any) -> None:
+    """Trials get an allow-list of the master's environment: let the fake trial's FAKE_* settings through."""
+    from determined.master.rm import trial_env
+
+    monkeypatch.setattr(trial_env, "PASSED_PREFIXES", (*trial_env.PASSED_PREFIXES, "FAKE_"))
+
+
 def model_def(files: Optional[Dict[str, str]] = None) -> str:
     files = files if files is not None else {"model.py": "class T:\n    pass\n"}
     buf = io.BytesIO()

@@ -107,6 +107,12 @@ def test_unknown_ids_are_404(session: Session) -> None:
             session.get(path)
 
 
+# Checkpoint uuids (the master takes only UUIDs)
+CK1 = "6b1f0c9e-2a47-4d3b-9c8e-1f2a3b4c5d6e"
+WARM = "0e5d4c3b-2a19-4f8e-8d7c-6b5a49382716"
+PARENT_CK = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+
+
 def test_trial_protocol_and_checkpoints(session: Session) -> None:
     exp = create(session, config(max_trials=2, length=20))
     t1, t2 = [t["id"] for t in session.get(f"/experiments/{exp['id']}")["trials"]]
@@ -118,7 +124,7 @@ def test_trial_protocol_and_checkpoints(session: Session) -> None:
         session.post(f"/trials/{t1}/validation_metrics", {"steps_completed": 20, "metrics": {"accuracy": 0.5}})
     assert "'loss'" in str(info.value) and "accuracy" in str(info.value)
     assert session.post(f"/trials/{t1}/validation_metrics", {"steps_completed": 20, "metrics": {"loss": 0.5}}) == {"is_best": True}
-    session.post(f"/trials/{t1}/checkpoints", {"uuid": "ck-1", "steps_completed": 20, "resources": {"a.pth": 10},
+    session.post(f"/trials/{t1}/checkpoints", {"uuid": CK1, "steps_completed": 20, "resources": {"a.pth": 10},
                                               "framework": "torch-2", "format": "cloudpickle", "metadata": {"k": 1}})
     with pytest.raises(errors.APIError):
         session.post(f"/trials/{t1}/searcher/completed_operation", {"length": 15, "metric": 0.5})
@@ -129,14 +135,14 @@ def test_trial_protocol_and_checkpoints(session: Session) -> None:
     assert session.post(f"/trials/{t2}/validation_metrics", {"steps_completed": 20, "metrics": {"loss": 0.7}}) == {"is_best": False}
     assert session.post(f"/trials/{t2}/validation_metrics", {"steps_completed": 20, "metrics": {"loss": 0.1}}) == {"is_best": True}
 
-    ckpt = session.get("/checkpoints/ck-1")["checkpoint"]
+    ckpt = session.get(f"/checkpoints/{CK1}")["checkpoint"]
     assert ckpt["trial_id"] == t1 and ckpt["state"] == "COMPLETED" and ckpt["steps_completed"] == 20
     assert ckpt["validation_metrics"] == {"loss": 0.5} and ckpt["metadata"] == {"k": 1}
     assert ckpt["storage"]["type"] == "shared_fs" and ckpt["hparams"]["global_batch_size"] == 4
-    assert [c["uuid"] for c in session.get(f"/experiments/{exp['id']}/checkpoints")["checkpoints"]] == ["ck-1"]
-    assert session.get(f"/trials/{t1}/context")["latest_checkpoint"] == {"uuid": "ck-1", "steps_completed": 20}
+    assert [c["uuid"] for c in session.get(f"/experiments/{exp['id']}/checkpoints")["checkpoints"]] == [CK1]
+    assert session.get(f"/trials/{t1}/context")["latest_checkpoint"] == {"uuid": CK1, "steps_completed": 20}
     detail = session.get(f"/trials/{t1}")
-    assert detail["trial"]["latest_checkpoint_uuid"] == "ck-1" and detail["trial"]["best_validation"] == 0.5
+    assert detail["trial"]["latest_checkpoint_uuid"] == CK1 and detail["trial"]["best_validation"] == 0.5
     assert [m["steps_completed"] for m in detail["training_metrics"]] == [10]
     described = session.get(f"/experiments/{exp['id']}")["experiment"]
     assert described["best_validation"] == 0.1 and described["best_trial_id"] == t2
@@ -213,11 +219,11 @@ def test_warm_start_from_a_trial_checkpoint(session: Session) -> None:
     with pytest.raises(errors.APIError) as info:
         create(session, cfg)
     assert "source_trial_id" in str(info.value) and len(session.get("/experiments")["experiments"]) == 1
-    session.post(f"/trials/{tid}/checkpoints", {"uuid": "warm", "steps_completed": 10, "resources": {}})
+    session.post(f"/trials/{tid}/checkpoints", {"uuid": WARM, "steps_completed": 10, "resources": {}})
     warm = create(session, cfg)
     new_trial = session.get(f"/experiments/{warm['id']}")["trials"][0]["id"]
     ctx = session.get(f"/trials/{new_trial}/context")
-    assert ctx["latest_checkpoint"] == {"uuid": "warm", "steps_completed": 10} and ctx["steps_completed"] == 0
+    assert ctx["latest_checkpoint"] == {"uuid": WARM, "steps_completed": 10} and ctx["steps_completed"] == 0
 
 
 def test_a_clone_starts_from_its_parents_latest_checkpoint(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,11 +233,11 @@ def test_a_clone_starts_from_its_parents_latest_checkpoint(session: Session, mon
 
     exp = create(session, config(max_trials=1, length=10))
     parent = session.get(f"/experiments/{exp['id']}")["trials"][0]
-    session.post(f"/trials/{parent['id']}/checkpoints", {"uuid": "parent-ck", "steps_completed": 10, "resources": {}})
+    session.post(f"/trials/{parent['id']}/checkpoints", {"uuid": PARENT_CK, "steps_completed": 10, "resources": {}})
     real = experiment.load_searcher
 
-    def cloning(e):  # type: ignore[no-untyped-def]
-        s = real(e)
+    def cloning(e, capacity=None):  # type: ignore[no-untyped-def]
+        s = real(e, capacity)
         original = s.validation_completed
         s.validation_completed = lambda rid, metric, length: original(rid, metric, length) + [  # type: ignore[method-assign]
             searcher.Create("clone", {"x": 0.25, "global_batch_size": 4}, checkpoint={"request_id": rid}),
@@ -242,5 +248,5 @@ def test_a_clone_starts_from_its_parents_latest_checkpoint(session: Session, mon
     session.post(f"/trials/{parent['id']}/searcher/completed_operation", {"length": 10, "metric": 0.5})
     clone = [t for t in session.get(f"/experiments/{exp['id']}")["trials"] if t["request_id"] == "clone"][0]
     assert clone["hparams"]["x"] == 0.25
-    assert session.get(f"/trials/{clone['id']}/context")["latest_checkpoint"]["uuid"] == "parent-ck"
+    assert session.get(f"/trials/{clone['id']}/context")["latest_checkpoint"]["uuid"] == PARENT_CK
     assert session.get(f"/trials/{clone['id']}/searcher/operation") == {"length": 10}

@@ -127,7 +127,9 @@ def test_preview_gc_and_patch_on_an_ended_experiment(session: Session, data_dir:
     a25 = report(session, data_dir, t1, 25)            # no validation: ranks last, but is trial 1's latest
     b10 = report(session, data_dir, t2, 10, loss=0.5)   # best of trial 2
     b20 = report(session, data_dir, t2, 20, loss=0.9)   # trial 2's latest
-    bad = report(session, data_dir, t2, 5, loss=0.95, uuid="..not-a-storage-id", files=False)
+    bad = report(session, data_dir, t2, 5, loss=0.95, files=False)
+    # Planted where its files would be: a link to the data dir; GC must never follow it.
+    (data_dir / "checkpoints" / bad).symlink_to(data_dir, target_is_directory=True)
 
     preview = session.get(f"/experiments/{exp_id}/preview_gc")
     assert _uuids(preview["keep"]) == [a10, a25, b10, b20]
@@ -165,6 +167,7 @@ def test_preview_gc_and_patch_on_an_ended_experiment(session: Session, data_dir:
     assert (storage / a10 / "state.bin").is_file() and (storage / b10 / "state.bin").is_file()
     assert not any((storage / u).exists() for u in (a20, a25, b20))
     assert not [p for p in storage.iterdir() if p.name.startswith(".")], "no half-deleted leftovers"
+    assert (storage / bad).is_symlink() and (data_dir / "determined.db").is_file(), "the link and its target stay"
 
     # A PATCH of an ended experiment stores the policy and collects at once.
     answer = session.patch(f"/experiments/{exp_id}", {"checkpoint_storage": {"save_trial_best": 0,

@@ -32,10 +32,10 @@ def _populate(app: Any) -> None:
         allocations.start_allocation(s, s.get(Trial, trial_id))
     session.post(f"/trials/{trial_id}/training_metrics", {"steps_completed": 5, "metrics": {"loss": 1.0}})
     session.post(f"/trials/{trial_id}/validation_metrics", {"steps_completed": 5, "metrics": {"loss": 0.5}})
-    session.post(f"/trials/{trial_id}/checkpoints", {"uuid": "ck-1", "steps_completed": 5, "resources": {"a": 1},
+    session.post(f"/trials/{trial_id}/checkpoints", {"uuid": "6b1f0c9e-2a47-4d3b-9c8e-1f2a3b4c5d6e", "steps_completed": 5, "resources": {"a": 1},
                                                      "framework": "", "format": "", "metadata": {}})
     session.post("/models/m1", {"description": "d", "metadata": {}})
-    session.post("/models/m1/versions", {"checkpoint_uuid": "ck-1"})
+    session.post("/models/m1/versions", {"checkpoint_uuid": "6b1f0c9e-2a47-4d3b-9c8e-1f2a3b4c5d6e"})
     session.post("/users", {"username": "other", "password": "pw"})
     session.close()
 

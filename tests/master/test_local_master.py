@@ -14,7 +14,7 @@ from determined import errors, master
 from determined.common.api import Session
 from determined.master.rm import Slots
 
-from ._helpers import config, model_def
+from ._helpers import config, model_def, pass_fake_settings_to_trials
 
 FAKE_TRIAL = [sys.executable, str(pathlib.Path(__file__).with_name("fake_trial.py"))]
 
@@ -24,6 +24,7 @@ def fake_dir(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib
     path = tmp_path / "fake"
     path.mkdir()
     monkeypatch.setenv("FAKE_DIR", str(path))
+    pass_fake_settings_to_trials(monkeypatch)
     return path
 
 

@@ -124,6 +124,10 @@ def test_versions(session: Session, data_dir: pathlib.Path) -> None:
     assert session.get("/models/m")["model"]["num_versions"] == 2, "nothing stored by refused registrations"
 
 
+OLD_UUIDS = {10: "1d0b6a5e-7c38-4f29-9e1a-0b2c3d4e5f60", 20: "2e1c7b6f-8d49-4a3a-8f2b-1c3d4e5f6071",
+             30: "3f2d8c7a-9e5a-4b4b-9a3c-2d4e5f607182"}
+
+
 def test_a_0001_database_upgrades_and_its_ended_experiments_are_collected(data_dir: pathlib.Path) -> None:
     data_dir.mkdir()
     engine = make_engine(default_db_url(data_dir))
@@ -147,9 +151,9 @@ def test_a_0001_database_upgrades_and_its_ended_experiments_are_collected(data_d
             id=1, experiment_id=1, request_id="r", hparams={}, seed=1, state="COMPLETED", restarts=0, total_batches=30,
             runs=1, preempt_requested=False, close_requested=True, start_time=now))
         for steps in (10, 20, 30):
-            (storage / f"c{steps}").mkdir(parents=True)
+            (storage / OLD_UUIDS[steps]).mkdir(parents=True)
             conn.execute(insert(old.tables["checkpoints"]).values(
-                uuid=f"c{steps}", experiment_id=1, trial_id=1, state="COMPLETED", steps_completed=steps, resources={},
+                uuid=OLD_UUIDS[steps], experiment_id=1, trial_id=1, state="COMPLETED", steps_completed=steps, resources={},
                 framework="", format="", metadata={}, determined_version="0.1", start_time=now, end_time=now))
     with engine.connect() as conn:
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
@@ -163,15 +167,15 @@ def test_a_0001_database_upgrades_and_its_ended_experiments_are_collected(data_d
 
     master = Master(data_dir, run_scheduler=False)
     with master.read() as s:
-        assert [c.uuid for c in s.scalars(select(Checkpoint).order_by(Checkpoint.id))] == ["c10", "c20", "c30"]
+        assert [c.uuid for c in s.scalars(select(Checkpoint).order_by(Checkpoint.id))] == [OLD_UUIDS[n] for n in (10, 20, 30)]
     assert checkpoint_gc.run_pending_gc(master) == [1], "an ended experiment of the old database is due"
     assert checkpoint_gc.run_pending_gc(master) == [], "and collected once"
     with master.read() as s:
         got = {c.uuid: c.state for c in s.scalars(select(Checkpoint))}
         assert s.get(Experiment, 1).checkpoint_gc_done is True
     # No validations: every checkpoint ranks alike, the latest wins both "best" and "latest".
-    assert got == {"c10": "DELETED", "c20": "DELETED", "c30": "COMPLETED"}
-    assert sorted(p.name for p in storage.iterdir()) == ["c30"]
+    assert got == {OLD_UUIDS[10]: "DELETED", OLD_UUIDS[20]: "DELETED", OLD_UUIDS[30]: "COMPLETED"}
+    assert sorted(p.name for p in storage.iterdir()) == [OLD_UUIDS[30]]
     master.stop()
 
 

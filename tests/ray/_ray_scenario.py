@@ -136,8 +136,10 @@ class Cluster:
 
 def start_master(data_dir: pathlib.Path) -> "subprocess.Popen[str]":
     out = open(data_dir.parent / "master.log", "w")
+    # The checkpoint directories of the scenarios are the master's storage roots (a server refuses others).
+    roots = [arg for name in ("shared", "private") for arg in ("--allowed-storage-root", str(data_dir.parent / name))]
     proc = subprocess.Popen([str(BIN / "det"), "master", "up", "--resource-manager", "ray", "--ray-address",
-                             f"127.0.0.1:{RAY_PORT}", "--port", str(MASTER_PORT), "--data-dir", str(data_dir)],
+                             f"127.0.0.1:{RAY_PORT}", "--port", str(MASTER_PORT), "--data-dir", str(data_dir), *roots],
                             stdout=out, stderr=subprocess.STDOUT, text=True)
     wait_for(lambda: "Master serving at" in (data_dir.parent / "master.log").read_text() or proc.poll() is not None,
              120, "the master")

@@ -7,9 +7,11 @@ import pathlib
 import sys
 
 from determined.cli.main import main
-from determined.master.rm import local
+from determined.master.rm import local, trial_env
 
 local.DEFAULT_TRIAL_COMMAND = (sys.executable, str(pathlib.Path(__file__).resolve().parent.parent / "master" / "fake_trial.py"))
+# Trials get an allow-list of the master's environment: the fake trial's settings (FAKE_*) pass too.
+trial_env.PASSED_PREFIXES = (*trial_env.PASSED_PREFIXES, "FAKE_")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

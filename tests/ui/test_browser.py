@@ -335,9 +335,9 @@ def test_checkpoint_download_copy_and_register(ui_master: Dict[str, Any], browse
         with page.expect_download() as info:
             page.click(f"{row} button[data-action='download']")
         download = info.value
-        assert download.suggested_filename == f"{ckpt['uuid']}.tar.gz"
-        with tarfile.open(fileobj=io.BytesIO(pathlib.Path(download.path()).read_bytes()), mode="r:gz") as tar:
-            state = json.load(tar.extractfile(f"{ckpt['uuid']}/state.json"))
+        assert download.suggested_filename == f"{ckpt['uuid']}.tar"  # GET /checkpoints/UUID/files, as the SDK reads it
+        with tarfile.open(fileobj=io.BytesIO(pathlib.Path(download.path()).read_bytes())) as tar:
+            state = json.load(tar.extractfile("state.json"))
         assert state["steps"] == ckpt["steps_completed"]
         page.click(f"{row} button[data-action='register']")
         page.fill("#register-model", "registered-from-ui")

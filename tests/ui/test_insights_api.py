@@ -75,21 +75,3 @@ def test_model_files_of_an_experiment(ui_master: Dict[str, Any]) -> None:
     assert answer == {"files": [{"path": "model.py", "size": 18, "text": "class T:\n    pass\n"}], "truncated": False}
     assert api.client.get("/experiments/99999/model_files").status_code == 404
 
-
-def test_checkpoint_download_is_a_tar_of_its_files(ui_master: Dict[str, Any]) -> None:
-    import io
-    import json
-    import tarfile
-
-    api, asha = ui_master["api"], ui_master["asha"]
-    best = api.get(f"/experiments/{asha}")["experiment"]["best_trial_id"]
-    ckpt = api.get(f"/trials/{best}/checkpoints", states="COMPLETED")["checkpoints"][-1]
-    resp = api.client.get(f"/checkpoints/{ckpt['uuid']}/download")
-    assert resp.status_code == 200 and resp.headers["content-type"] == "application/gzip"
-    assert resp.headers["content-disposition"] == f'attachment; filename="{ckpt["uuid"]}.tar.gz"'
-    with tarfile.open(fileobj=io.BytesIO(resp.content), mode="r:gz") as tar:
-        names = sorted(m.name for m in tar.getmembers() if m.isfile())
-        state = json.load(tar.extractfile(f"{ckpt['uuid']}/state.json"))
-    assert names == sorted(f"{ckpt['uuid']}/{name}" for name, size in ckpt["resources"].items() if not name.endswith("/"))
-    assert state["steps"] == ckpt["steps_completed"]
-    assert api.client.get("/checkpoints/no-such-uuid/download").status_code == 404

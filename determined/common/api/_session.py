@@ -3,7 +3,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import httpx
 
@@ -195,6 +195,19 @@ class Session:
 
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
+
+    def stream(self, path: str) -> Iterator[bytes]:
+        """The body of a GET, in chunks as they arrive (for large downloads); errors as `request` raises them."""
+        url = "/api/v1" + path if not path.startswith("/api/") else path
+        if not self._token_source:
+            self._authenticate()
+        with self._client.stream("GET", url, headers=self._headers()) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                message, problems = _error_text(resp)
+                cls = errors.NotFoundError if resp.status_code == 404 else errors.APIError
+                raise cls(resp.status_code, message, problems)
+            yield from resp.iter_bytes()
 
     def close(self) -> None:
         self._client.close()

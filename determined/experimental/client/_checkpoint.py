@@ -1,13 +1,15 @@
 """Checkpoint: one stored checkpoint of a trial, to download and load."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import pathlib
 import shutil
 import sys
+import tarfile
 import tempfile
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined import errors
 from determined.experimental.client._common import MasterBound, json_object, string_list
@@ -124,17 +126,40 @@ class Checkpoint(MasterBound):
             raise errors.DeterminedError(
                 f"checkpoint {self.uuid} is {self.state}: only COMPLETED checkpoints have files to download"
             )
-        from determined.storage import build_storage_manager
-
-        manager = build_storage_manager(self.storage)
         local.mkdir(parents=True, exist_ok=True)
-        manager.download(self.uuid, str(local))
+        from determined.config import redaction
+
+        if redaction.hidden_values(self.storage):
+            self._download_through_master(local)
+        else:
+            from determined.storage import build_storage_manager
+
+            build_storage_manager(self.storage).download(self.uuid, str(local))
         if not (local / CODE_DIR).exists():
             self._write_code(local)
         # Written last: its presence marks a complete download.
         with open(local / METADATA_FILE, "w") as f:
             json.dump(self._metadata_json(), f, indent=2, sort_keys=True, default=str)
         return str(local)
+
+    def _download_through_master(self, local: pathlib.Path) -> None:
+        """The files as the master reads them from storage: clients do not get the storage's secrets."""
+        staging = pathlib.Path(tempfile.mkdtemp(prefix=".files-", dir=local))
+        try:
+            with tarfile.open(fileobj=_ChunkReader(self._session.stream(f"/checkpoints/{self.uuid}/files")),
+                              mode="r|") as tar:
+                for member in tar:
+                    if not (member.isfile() or member.isdir()):
+                        raise errors.DeterminedError(f"checkpoint {self.uuid}: the master sent {member.name!r}, "
+                                                     "which is neither a file nor a directory")
+                    tar.extract(member, staging, set_attrs=False, filter="data")
+            for entry in staging.iterdir():
+                os.replace(entry, local / entry.name)
+        except tarfile.TarError as e:
+            raise errors.DeterminedError(f"checkpoint {self.uuid}: the master's archive is damaged ({e}); "
+                                         "download it again") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def _metadata_json(self) -> Dict[str, Any]:
         return {
@@ -261,3 +286,25 @@ def _checkpoint_format(ckpt: pathlib.Path) -> str:
         if isinstance(data, dict) and data.get("format"):
             return str(data["format"])
     return ""
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (a streamed HTTP body)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n

@@ -2,7 +2,7 @@
 from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Body, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from determined.master import auth, reads, registry, serialize
 from determined.master.api._deps import json_response, master_of, problems_as_http
@@ -35,47 +35,3 @@ def remove_metadata(request: Request, uuid: str, keys: Optional[List[str]] = Que
         ckpt = registry.remove_checkpoint_metadata(s, uuid, keys or [], auth.principal_of(request))
         return {"checkpoint": serialize.checkpoint(s, ckpt)}
 
-
-_CHUNK = 1024 * 1024
-
-
-@router.get("/checkpoints/{uuid}/download")
-def download_checkpoint(request: Request, uuid: str) -> StreamingResponse:
-    """The checkpoint's files as a .tar.gz (`<uuid>/...`), read from its storage (shared_fs or S3)."""
-    import tarfile
-    import tempfile
-
-    from determined import storage
-
-    master = master_of(request)
-    with problems_as_http():
-        with master.read() as s:
-            answer = reads.checkpoint(reader_of(s), uuid)["checkpoint"]
-            config = reads.experiment_row(reader_of(s), answer["experiment_id"]).config
-        if answer["state"] != "COMPLETED":
-            raise RequestProblem(409, f"checkpoint {uuid} is {answer['state']}; only a COMPLETED checkpoint has files "
-                                      "to download")
-        manager = storage.build_storage_manager(config.get("checkpoint_storage") or {})
-        archive = tempfile.TemporaryFile()
-        try:
-            with manager.restore_path(uuid) as path, tarfile.open(fileobj=archive, mode="w:gz") as tar:
-                tar.add(str(path), arcname=uuid)  # links are kept as links, never followed
-        except Exception as e:
-            archive.close()
-            raise RequestProblem(502, f"checkpoint {uuid}: could not read its files from storage: {e}") from None
-    size = archive.tell()
-    archive.seek(0)
-
-    def chunks() -> Any:
-        try:
-            while True:
-                data = archive.read(_CHUNK)
-                if not data:
-                    return
-                yield data
-        finally:
-            archive.close()
-
-    filename = "".join(ch for ch in uuid if ch.isalnum() or ch in "._-")[:100] or "checkpoint"
-    return StreamingResponse(chunks(), media_type="application/gzip", headers={
-        "Content-Disposition": f'attachment; filename="{filename}.tar.gz"', "Content-Length": str(size)})

@@ -22,6 +22,9 @@ def create_experiment(request: Request, body: Dict[str, Any] = Body(...)) -> Dic
         if "config" not in body:
             raise RequestProblem(400, "the request needs a config", ["config: required (the experiment config as an object)"])
         config = actions.canonical_config(body["config"], str(master.data_dir))
+        storage = master.storage_problems(config.get("checkpoint_storage"))
+        if storage:
+            raise RequestProblem(400, "checkpoint storage outside this master's storage roots", storage)
         model_def = decode_model_def(body.get("model_definition"), config.get("entrypoint"))
         check = getattr(master.rm, "check_experiment", None)  # a resource manager's own checks (Ray: rm/ray.py)
         total = master.total_slots()

@@ -8,6 +8,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from determined.config import redaction
 from determined.master import auth, protocol
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
@@ -47,7 +48,15 @@ def _replacing(table: Any, handler: Callable[[Session, Trial, Dict[str, Any]], D
 
 @router.get("/trials/{trial_id}/context")
 def trial_context(request: Request, trial_id: int) -> Dict[str, Any]:
-    return _read(request, trial_id, protocol.trial_context)
+    """The trial's context; its config's secrets only for the trial's own process (config/redaction.py)."""
+    def answer(s: Session, trial: Trial) -> Dict[str, Any]:
+        context = protocol.trial_context(s, trial)
+        principal = auth.principal_of(request)
+        if not (principal.is_trial and principal.trial_id == trial.id):
+            context["config"] = redaction.experiment_config(context["config"])
+        return context
+
+    return _read(request, trial_id, answer)
 
 
 @router.get("/trials/{trial_id}/searcher/operation")

@@ -25,9 +25,6 @@ from typing import Any, Callable, Dict, IO, List, Optional, Sequence, Tuple
 _PR_SET_PDEATHSIG = 1
 MAX_LINES_PER_DRAIN = 5000
 DRAIN_LINGER_S = 0.25
-# Variables of the worker's own environment a trial process must not inherit (a nested launcher's ranks).
-_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "DET_CROSS_RANK",
-                   "DET_CROSS_SIZE", "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_CHIEF_PORT")
 
 Line = Tuple[float, str, str]  # (unix time, "stdout" | "stderr", text)
 
@@ -133,11 +130,10 @@ class RankWorker:
 
     @staticmethod
     def _base_env() -> Dict[str, str]:
-        env = dict(os.environ)
-        for name in _RANK_VARIABLES:
-            env.pop(name, None)
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
+        """The node's environment through the same allow-list as the local resource manager's trials."""
+        from determined.master.rm.trial_env import trial_environment
+
+        return trial_environment(os.environ)
 
     def _fork(self, argv: List[str], env: Dict[str, str], cwd: str, stdin: int,
               trial: bool) -> "subprocess.Popen[bytes]":
@@ -211,9 +207,10 @@ class RankWorker:
 
     def _reader(self, stream: str, pipe: Optional[IO[bytes]]) -> threading.Thread:
         def read() -> None:
+            from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
+
             assert pipe is not None
-            for raw in iter(pipe.readline, b""):
-                line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            for line in capped_lines(pipe, DEFAULT_LINE_BYTES):  # a huge line never sits here whole
                 with self._cond:
                     self._lines.append((time.time(), stream, line))
                     self._cond.notify_all()

@@ -5,15 +5,18 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
-from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from determined.common._process import die_with_parent
 from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
+from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
 from determined.master.rm.slots import Slots, detect_slots
+from determined.master.rm.trial_env import TrialUser, trial_environment
 
 logger = logging.getLogger("determined.master")
 
@@ -21,8 +24,6 @@ LogSink = Callable[[int, datetime.datetime, str, str], None]
 DEFAULT_TRIAL_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.harness")
 # A run on several slots: one launcher process that starts and watches a worker per slot.
 LAUNCH_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.launch")
-_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "DET_CROSS_RANK",
-                   "DET_CROSS_SIZE", "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_CHIEF_PORT")
 # How many prestarted harness processes wait for the next 1-slot trial (default: one per slot, at most
 # MAX_PRESTART); 0 turns prestarting off.
 PRESTART_ENV = "DET_HARNESS_PRESTART"
@@ -57,6 +58,10 @@ class LocalResourceManager:
     DET_HARNESS_PRESTART variable, else one per slot up to MAX_PRESTART) is how many wait; 0 turns it off.
     `exit_listener` is called, from a watcher thread, as soon as a run's process ends, so that the caller
     can reap it without waiting for its next poll.
+
+    Every trial process (prestarted or not, launcher included) starts from `trial_env.trial_environment`, an
+    allow-list of this process's environment, plus the experiment's variables (`launch(env=...)`). With
+    `trial_user`, it runs as that OS user (this process must be root) in a run directory owned by it.
     """
 
     def __init__(
@@ -67,8 +72,13 @@ class LocalResourceManager:
         slots: Optional[Slots] = None,
         trial_command: Optional[Sequence[str]] = None,
         prestart: Optional[int] = None,
+        trial_user: Optional[TrialUser] = None,
+        line_bytes: int = DEFAULT_LINE_BYTES,
     ) -> None:
         self.work_root = work_root
+        self.line_bytes = line_bytes  # the longest output line kept whole (log_lines.capped_lines)
+        self.trial_user = trial_user
+        self._popen_user = trial_user.popen_kwargs() if trial_user is not None else {}
         self.log_sink = log_sink
         self.slots = slots if slots is not None else detect_slots()
         self.trial_command = list(trial_command) if trial_command else list(DEFAULT_TRIAL_COMMAND)
@@ -78,7 +88,8 @@ class LocalResourceManager:
         self._pool: Optional[PrestartPool] = None
         size = _prestart_size(prestart, self.slots.total)
         if size > 0 and self.trial_command == list(HARNESS_COMMAND):
-            self._pool = PrestartPool(size, work_root, env=_trial_base_env, preexec_fn=die_with_parent)
+            self._pool = PrestartPool(size, work_root, env=self.base_env, preexec_fn=die_with_parent,
+                                      popen_kwargs=self._popen_user)
 
     # ------------------------------------------------------------ capacity
 
@@ -100,16 +111,35 @@ class LocalResourceManager:
             return list(self.trial_command)
         return [*LAUNCH_COMMAND, "--nproc-per-node", str(slots_needed), "--", *self.trial_command]
 
+    def base_env(self) -> Dict[str, str]:
+        """The environment every trial process of this RM starts from (see trial_env.trial_environment)."""
+        home = None
+        if self.trial_user is not None:
+            home = self.trial_user.home if _owned_dir(self.trial_user.home, self.trial_user.uid) else self._spare_home()
+        return trial_environment(os.environ, user=self.trial_user, home=home)
+
+    def _spare_home(self) -> str:
+        """A home directory for a trial user whose own does not exist: private to it, kept across runs."""
+        assert self.trial_user is not None
+        path = os.path.join(self.work_root, f".home-{self.trial_user.name}")
+        if not _owned_dir(path, self.trial_user.uid):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            os.chown(path, self.trial_user.uid, self.trial_user.gid)
+        return path
+
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str) -> TrialProcess:
-        """Start a run of a trial on `slots_needed` free slots."""
+               master_url: str, env: Optional[Mapping[str, str]] = None) -> TrialProcess:
+        """Start a run of a trial on `slots_needed` free slots; `env`: the experiment's own variables."""
         free = [i for i in range(self.slots.total) if i not in self._used]
         if len(free) < slots_needed:
             raise RuntimeError(f"trial {trial_id} needs {slots_needed} slots but only {len(free)} are free")
         chosen = free[:slots_needed]
         work_dir = os.path.join(self.work_root, allocation_id)
         os.makedirs(work_dir, exist_ok=True)
-        env = _trial_base_env()
+        if self.trial_user is not None:
+            os.chown(work_dir, self.trial_user.uid, self.trial_user.gid)
+            os.chmod(work_dir, 0o700)
+        proc_env = self.base_env()
         cores = os.cpu_count() or 1
         if self.slots.kind == "gpu":
             visible = ",".join(self.slots.gpus[i] for i in chosen)
@@ -117,27 +147,31 @@ class LocalResourceManager:
         else:
             visible = ""
             threads = max(1, cores // max(1, self.slots.total)) * slots_needed
-        env.update({
+        proc_env["OMP_NUM_THREADS"] = str(threads)
+        proc_env.update(env or {})  # the experiment's environment_variables; the platform's own variables win
+        proc_env.update({
             "DET_MASTER": master_url,
             "DET_TRIAL_ID": str(trial_id),
             "DET_EXPERIMENT_ID": str(experiment_id),
             "DET_ALLOCATION_ID": allocation_id,
             "DET_SESSION_TOKEN": token,
             "CUDA_VISIBLE_DEVICES": visible,
-            "OMP_NUM_THREADS": str(threads),
         })
-        popen = self._pool.take(env, work_dir) if self._pool is not None and slots_needed == 1 else None
+        # A prestarted harness has started its interpreter: variables Python reads at start need a new process.
+        poolable = slots_needed == 1 and not any(n.startswith(("PYTHON", "LD_")) for n in (env or {}))
+        popen = self._pool.take(proc_env, work_dir) if self._pool is not None and poolable else None
         prestarted = popen is not None
         if popen is None:
             popen = subprocess.Popen(
                 self.command_for(slots_needed),
                 cwd=work_dir,
-                env=env,
+                env=proc_env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=die_with_parent,
+                preexec_fn=die_with_parent,  # after the change of user, which would clear it
+                **self._popen_user,
             )
         readers = [self._reader(trial_id, "stdout", popen.stdout), self._reader(trial_id, "stderr", popen.stderr)]
         self._watch(trial_id, popen)
@@ -161,9 +195,9 @@ class LocalResourceManager:
     def _reader(self, trial_id: int, stream: str, pipe: Optional[IO[bytes]]) -> threading.Thread:
         def read() -> None:
             assert pipe is not None
-            for raw in iter(pipe.readline, b""):
+            for line in capped_lines(pipe, self.line_bytes):
                 now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
-                self.log_sink(trial_id, now, stream, raw.decode("utf-8", errors="replace").rstrip("\n"))
+                self.log_sink(trial_id, now, stream, line)
             pipe.close()
 
         thread = threading.Thread(target=read, name=f"trial-{trial_id}-{stream}", daemon=True)
@@ -221,13 +255,12 @@ class LocalResourceManager:
             pass
 
 
-def _trial_base_env() -> Dict[str, str]:
-    """This process's environment as every trial process starts from it."""
-    env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"
-    for name in _RANK_VARIABLES:  # a master started by a launcher must not pass its own rank on
-        env.pop(name, None)
-    return env
+def _owned_dir(path: str, uid: int) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
 
 
 def _prestart_size(prestart: Optional[int], total_slots: int) -> int:

@@ -173,6 +173,7 @@ class RayRun:
     start_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
     drain_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
     kill_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
+    user_env: Dict[str, str] = dataclasses.field(default_factory=dict)  # environment.environment_variables
     exit_codes: Dict[int, int] = dataclasses.field(default_factory=dict)
     pid: Optional[int] = None  # rank 0's process on its node
     preempt_deadline: Optional[float] = None
@@ -405,9 +406,12 @@ class RayResourceManager:
         return {"CPU": self.cpus_per_slot}
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str) -> RayRun:
-        """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed."""
+               master_url: str, env: Optional[Mapping[str, str]] = None) -> RayRun:
+        """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed.
+
+        `env`: the experiment's own environment variables (the platform's DET_* variables win over them)."""
         run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None)
+        run.user_env = dict(env or {})
         pool = next((p for p in self._idle if len(p.actors) == slots_needed
                      and not any(node in self._dead for node in p.rank_nodes)), None)
         if pool is not None:
@@ -499,12 +503,13 @@ class RayResourceManager:
         for rank, actor in enumerate(run.actors):
             node = run.rank_nodes[rank]
             env = {
+                "OMP_NUM_THREADS": str(max(1, int(self.cpus_per_slot))),
+                **run.user_env,  # the experiment's variables; the platform's own below win
                 "DET_MASTER": run.master_url,
                 "DET_TRIAL_ID": str(run.trial_id),
                 "DET_EXPERIMENT_ID": str(run.experiment_id),
                 "DET_ALLOCATION_ID": run.allocation_id,
                 "DET_SESSION_TOKEN": run.token,
-                "OMP_NUM_THREADS": str(max(1, int(self.cpus_per_slot))),
                 "DET_RAY_NODE_ID": node,
                 "DET_RAY_NODE_IP": run.node_ips[rank],
             }

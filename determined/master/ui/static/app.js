@@ -432,9 +432,9 @@ const det = (() => {
   async function downloadCheckpoint(uuid) {
     showStatus(`Preparing checkpoint ${uuid}…`);
     try {
-      const response = await request(`/checkpoints/${encodeURIComponent(uuid)}/download`, { raw: true });
+      const response = await request(`/checkpoints/${encodeURIComponent(uuid)}/files`, { raw: true });
       const url = URL.createObjectURL(await response.blob());
-      const link = el("a", { href: url, download: uuid + ".tar.gz", class: "hidden" });
+      const link = el("a", { href: url, download: uuid + ".tar", class: "hidden" });
       document.body.append(link);
       link.click();
       link.remove();
