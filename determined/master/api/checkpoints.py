@@ -7,7 +7,6 @@ from fastapi.responses import Response
 from determined.master import auth, reads, registry, serialize
 from determined.master.api._deps import json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
-from determined.master.problems import RequestProblem
 
 router = APIRouter()
 
