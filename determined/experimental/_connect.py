@@ -14,8 +14,9 @@ def read_session(master: Optional[str] = None, user: Optional[str] = None) -> An
     """A session for commands that only read or record.
 
     An explicit master is used over HTTP; otherwise a master running on the local data dir (its lock file);
-    otherwise the data dir's database is read directly (determined.master.local_reads), and what is not a read
-    goes to the master's app opened in-process, with no background loops. The session authenticates by itself as
+    otherwise, unless a user is asked for by name (`user`, $DET_USER), the data dir's database is read directly
+    (determined.master.local_reads), and what is not a read goes to the master's app opened in-process, with no
+    background loops. The session authenticates by itself as
     `user` (default: $DET_USER, else the last `det user login`, else `determined`; see
     determined.common.api.Session).
     """
@@ -32,11 +33,12 @@ def read_session(master: Optional[str] = None, user: Optional[str] = None) -> An
         running = embedded.running_master_url(data_dir)
         if running:
             return Session(running, user=user)
-    from determined.master import local_reads
+    if user is None and not os.environ.get("DET_USER"):  # a user asked for by name is authenticated by the app
+        from determined.master import local_reads
 
-    local = local_reads.open_local(data_dir, user=user)
-    if local is not None:
-        return local
+        local = local_reads.open_local(data_dir)
+        if local is not None:
+            return local
     from determined.master import embedded
 
     session = embedded.in_process_session(data_dir)

@@ -6,7 +6,8 @@ routes (`GET` of experiments, trials, logs, checkpoints, models, master info) wi
 runs for them (determined/master/reads.py, in portable SQL) over a read-only sqlite3 connection, and hands
 everything else (writes, other routes) to the in-process app, which it opens only then.
 
-Reading the file needs no login: who can read the data dir's database can read everything in it anyway.
+Reading the file needs no login: who can read the data dir's database can read everything in it anyway. A
+command that names its user (`det -u USER`, `Determined(user=...)`) goes to the app, which authenticates it.
 A database that is not SQLite, that does not exist yet, or whose schema is not the one this code knows
 (migrations pending) is left to the in-process app, which creates or migrates it.
 """
@@ -95,7 +96,7 @@ def _database_path(data_dir: pathlib.Path) -> Optional[pathlib.Path]:
     return data_dir / "determined.db"
 
 
-def open_local(data_dir: "str | os.PathLike[str]", user: Optional[str] = None) -> Optional["LocalSession"]:
+def open_local(data_dir: "str | os.PathLike[str]") -> Optional["LocalSession"]:
     """A LocalSession on the data dir's database, or None when the in-process app must answer (see above)."""
     data_dir = pathlib.Path(data_dir)
     path = _database_path(data_dir)
@@ -109,15 +110,14 @@ def open_local(data_dir: "str | os.PathLike[str]", user: Optional[str] = None) -
     if row is None or row[0] != head_revision():
         connection.close()
         return None
-    return LocalSession(data_dir, connection, user)
+    return LocalSession(data_dir, connection)
 
 
 class LocalSession:
     """What the CLI and the SDK need of a Session (`get`, `post`, `patch`, `delete`), reading locally."""
 
-    def __init__(self, data_dir: pathlib.Path, connection: sqlite3.Connection, user: Optional[str] = None) -> None:
+    def __init__(self, data_dir: pathlib.Path, connection: sqlite3.Connection) -> None:
         self.data_dir = data_dir.resolve()
-        self.user = user  # who the in-process app authenticates as, when a command needs it
         self.master = f"local:{self.data_dir}"
         self.reader = SqliteReader(connection)
         self._app_session: Optional[Any] = None
@@ -127,7 +127,6 @@ class LocalSession:
             from determined.master.embedded import in_process_session
 
             self._app_session = in_process_session(self.data_dir)
-            self._app_session.user = self.user
         return self._app_session
 
     def _read(self, path: str, params: Optional[Dict[str, Any]]) -> Tuple[bool, Any]:
