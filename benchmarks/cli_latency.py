@@ -108,9 +108,12 @@ def commands(ids: Dict[str, Any]) -> List[Tuple[str, List[str]]]:
 def time_commands(data_dir: pathlib.Path, cmds: Sequence[Tuple[str, List[str]]], repeats: int) -> Dict[str, List[float]]:
     env = {**os.environ, "DET_DATA_DIR": str(data_dir), "COLUMNS": "120"}
     env.pop("DET_MASTER", None)
+    # As an installed package runs: its modules' bytecode is cached (a shell that sets PYTHONDONTWRITEBYTECODE would
+    # have every run compile every module it imports, which charges a command for each module it adds).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     det = [sys.executable, "-m", "determined"]
     times: Dict[str, List[float]] = {name: [] for name, _ in cmds}
-    for name, argv in cmds:  # a warm-up of each (the OS's file cache)
+    for name, argv in cmds:  # a warm-up of each (the OS's file cache, the bytecode cache)
         subprocess.run(det + argv, env=env, capture_output=True, check=True)
     for _ in range(repeats):
         for name, argv in cmds:

@@ -7,7 +7,6 @@ import os
 import pathlib
 import shutil
 import sys
-import tarfile
 import tempfile
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
@@ -144,6 +143,8 @@ class Checkpoint(MasterBound):
 
     def _download_through_master(self, local: pathlib.Path) -> None:
         """The files as the master reads them from storage: clients do not get the storage's secrets."""
+        import tarfile  # only here: the read commands import this module too
+
         staging = pathlib.Path(tempfile.mkdtemp(prefix=".files-", dir=local))
         try:
             with tarfile.open(fileobj=_ChunkReader(self._session.stream(f"/checkpoints/{self.uuid}/files")),
