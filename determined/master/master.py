@@ -191,6 +191,8 @@ class Master:
                 self.rm = LocalResourceManager(str(self.data_dir / "work"), sink,
                                                slots=slots if slots is not None else detect_slots(),
                                                trial_command=trial_command, trial_user=trial_user,
+                                               # an embedded master (no server settings): its user's environment
+                                               inherit_environment=storage_roots is None and trial_user is None,
                                                line_bytes=self.log_writer.limits.line_bytes)
         self._wake = threading.Event()
         self._stop_requested = threading.Event()
