@@ -8,7 +8,8 @@ from typing import Any
 
 __version__ = "0.13.8.post1"
 
-# The format of Determined's log lines, for logging.basicConfig(format=det.LOG_FORMAT) in user code.
+# The format of Determined's log lines, for logging.basicConfig(format=det.LOG_FORMAT) in user code (the web UI
+# reads the level of a line from its first word).
 LOG_FORMAT = "%(levelname)s: [%(process)s] %(name)s: %(message)s"
 
 _LAZY = {
@@ -22,10 +23,14 @@ _LAZY = {
     "TrialContext": ("determined._trial_context", "TrialContext"),
     "DeterminedError": ("determined.errors", "DeterminedError"),
     "InvalidHP": ("determined.errors", "InvalidHP"),
+    "ClusterInfo": ("determined.core._info", "ClusterInfo"),
+    "TrialInfo": ("determined.core._info", "TrialInfo"),
+    "get_cluster_info": ("determined.core._info", "get_cluster_info"),
+    "import_from_path": ("determined._import", "import_from_path"),
 }
 _SUBMODULES = {
     "core", "config", "pytorch", "keras", "estimator", "tensorflow", "experimental", "storage", "searcher", "errors",
-    "common", "tensorboard", "tensorpack",
+    "common", "tensorboard", "tensorpack", "util", "launch",
 }
 
 

@@ -71,6 +71,13 @@ def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
 
     canonical = _run.validate_config(raw)
     from determined.common import context as det_context
+    from determined.config.entrypoint import runs_a_script
+
+    if runs_a_script(canonical):
+        raise errors.DeterminedError(
+            f"--local --test runs one batch of a Trial class, but the entrypoint {canonical['entrypoint']!r} is a "
+            "command: run the script itself on this machine (`det.core.init()` works without a master), or drop "
+            "--local to run it as an experiment")
 
     det_context.check_entrypoint(model_dir, canonical.get("entrypoint"))
     model_dir = os.path.abspath(model_dir)

@@ -11,6 +11,7 @@ import tarfile
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from determined import errors
+from determined.config.entrypoint import is_trial_class
 
 MAX_CONTEXT_BYTES = 96 * 1024 * 1024
 ALWAYS_IGNORED = ("__pycache__", "*.pyc", ".detignore")
@@ -222,9 +223,10 @@ def _top_level_names(source: str) -> Tuple[List[str], List[str]]:
     return names, classes
 
 
-def check_entrypoint(model_dir: str, entrypoint: Optional[str]) -> None:
-    """Check, without importing user code, that `module:Class` names a class defined in the model dir."""
-    if not entrypoint:
+def check_entrypoint(model_dir: str, entrypoint: Any) -> None:
+    """Check, without importing user code, that `module:Class` names a class defined in the model dir (a
+    command entrypoint is not checked: it may name anything the trial's environment has)."""
+    if not is_trial_class(entrypoint):
         return
     if entrypoint.count(":") != 1:
         raise ContextError(f"entrypoint {entrypoint!r} must look like 'module.path:TrialClass'")

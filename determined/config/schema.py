@@ -1,8 +1,8 @@
 """The experiment config schema (every field of Determined 0.12 to 0.38) and ``load_experiment_config``."""
 import math
-import re
 from typing import Any, Dict, List, Mapping
 
+from determined.config.entrypoint import ENTRYPOINT_HINT, Entrypoint, runs_a_script
 from determined.config.environment import BIND_MOUNTS, ENVIRONMENT, PBS, SLURM
 from determined.config.errors import InvalidExperimentConfig, Problems, describe
 from determined.config.fields import (
@@ -27,8 +27,6 @@ from determined.config.petname import petname
 from determined.config.searchers import MAX_ALLOWED_TRIALS, SearcherSpec, searcher_lengths
 from determined.config.storage import CHECKPOINT_STORAGE, DATA_LAYER, DATA_LAYER_DEFAULT, TENSORBOARD_STORAGE
 
-ENTRYPOINT_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"
-ENTRYPOINT_HINT = "the Trial class as `module.path:ClassName`, e.g. `model_def:MNistTrial`"
 SEARCHER_HINT = (
     "add a searcher, e.g. `searcher: {name: single, metric: validation_loss, max_length: {batches: 1000}}`"
 )
@@ -132,7 +130,7 @@ EXPERIMENT = Section(
         "security": Field(SECURITY, _defaults(SECURITY)),
         "debug": Field(Bool(), False),
         "internal": Field(INTERNAL, None),
-        "entrypoint": Field(Str(), None),
+        "entrypoint": Field(Entrypoint(), None),
         "data_layer": Field(DATA_LAYER, DATA_LAYER_DEFAULT),
         # Fields of Determined 0.14 to 0.38.
         "name": Field(Str(), None),
@@ -164,7 +162,7 @@ def load_experiment_config(raw: Mapping[str, Any]) -> Dict[str, Any]:
     _check_workspace_and_project(config, problems)
     _check_entrypoint(config, problems)
     in_records_or_epochs = _check_epochs(config, problems)
-    if not _runs_a_trial_class(config):
+    if runs_a_script(config):
         in_records_or_epochs = []  # a script gets its searcher lengths in their own unit: nothing to convert
     if isinstance(config["hyperparameters"], dict):
         slots = config["resources"]["slots_per_trial"] if isinstance(config["resources"], dict) else 1
@@ -187,15 +185,6 @@ def _name_the_experiment(config: Dict[str, Any]) -> None:
         config["description"] = name
 
 
-def _runs_a_trial_class(config: Dict[str, Any]) -> bool:
-    """Whether the experiment runs a Trial class (an entrypoint `module:Class`, or the Native API)."""
-    internal = config["internal"]
-    if isinstance(internal, dict) and internal.get("native") is not None:
-        return True
-    entrypoint = config["entrypoint"]
-    return not isinstance(entrypoint, str) or re.fullmatch(ENTRYPOINT_PATTERN, entrypoint) is not None
-
-
 def _check_workspace_and_project(config: Dict[str, Any], problems: Problems) -> None:
     workspace, project = config["workspace"], config["project"]
     if isinstance(workspace, str) and isinstance(project, str) and bool(workspace) != bool(project):
@@ -208,12 +197,8 @@ def _check_workspace_and_project(config: Dict[str, Any], problems: Problems) -> 
 def _check_entrypoint(config: Dict[str, Any], problems: Problems) -> None:
     internal = config["internal"]
     native = isinstance(internal, dict) and internal.get("native") is not None
-    entrypoint = config["entrypoint"]
-    if entrypoint is None and not native:
+    if config["entrypoint"] is None and not native:
         problems.missing("entrypoint", ENTRYPOINT_HINT)
-    elif isinstance(entrypoint, str):
-        if Str(pattern=ENTRYPOINT_PATTERN, allowed=ENTRYPOINT_HINT).check(entrypoint, "entrypoint", problems) is INVALID:
-            config["entrypoint"] = INVALID
 
 
 def _check_epochs(config: Dict[str, Any], problems: Problems) -> List[str]:

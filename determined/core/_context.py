@@ -216,17 +216,5 @@ def _make_remote_context(distributed: DistributedContext) -> Context:
 
 
 def cluster_info_from_answer(answer: Dict[str, Any], master_url: Optional[str] = None) -> ClusterInfo:
-    """The ClusterInfo of a `GET /trials/{id}/context` answer."""
-    latest = answer.get("latest_checkpoint") or None
-    return ClusterInfo(
-        trial_id=int(answer["trial_id"]),
-        experiment_id=int(answer["experiment_id"]),
-        allocation_id=str(answer.get("allocation_id") or os.environ.get("DET_ALLOCATION_ID") or ""),
-        config=answer["config"],
-        hparams=answer.get("hparams") or {},
-        trial_seed=int(answer.get("trial_seed") or 0),
-        latest_checkpoint=latest["uuid"] if latest else None,
-        # A warm start or a PBT clone begins from someone else's checkpoint at step 0: the top-level count wins.
-        steps_completed=int(answer.get("steps_completed", latest.get("steps_completed", 0))) if latest else 0,
-        master_url=master_url,
-    )
+    """The ClusterInfo of a `GET /trials/{id}/context` answer (the run's slots and containers from the environment)."""
+    return ClusterInfo._from_answer(answer, master_url)

@@ -1,14 +1,18 @@
-"""`python -m determined.exec.harness`: the entry point of every trial process.
+"""`python -m determined.exec.harness [TRIAL_CLASS]`: the entry point of every trial process.
 
 It reads DET_MASTER, DET_TRIAL_ID, DET_ALLOCATION_ID and DET_SESSION_TOKEN, fetches the trial's context (and
-sets the config's `environment.environment_variables`), fetches the experiment's model definition, unpacks it into
-a fresh work directory, runs its `startup-hook.sh` if it has one, and runs the trial: the config's `entrypoint`
-Trial class through its controller, or the Native API command's script. Exit status 0 when
-the trial finished or was preempted; 1 when the user's code failed; 3 when the master stayed unreachable.
+sets the config's `environment.environment_variables`), exports the trial's identity as `DET_*` variables
+(`det.get_cluster_info()` reads them), fetches the experiment's model definition, unpacks it into a fresh work
+directory, runs its `startup-hook.sh` if it has one, and runs the trial: the config's `entrypoint` Trial class
+through its controller, the entrypoint's command (a script: exec/_script.py), or the Native API command's
+script. Exit status 0 when the trial finished or was preempted; 1 when the user's code failed; 3 when the
+master stayed unreachable; a script's own status.
 
-A trial on several slots runs one harness per slot under `python -m determined.exec.launch`, which sets
+A Trial class on several slots runs one harness per slot under `python -m determined.exec.launch`, which sets
 RANK/WORLD_SIZE and the chief's address; `core.init()` connects the ranks, and only the chief (rank 0)
-pulls searcher operations and reports to the master.
+pulls searcher operations and reports to the master. With TRIAL_CLASS (`module:Class`) the harness is one
+worker of a launcher (`determined.launch.torch_distributed --trial ...`) started by a script entrypoint: it runs
+that Trial class in the current directory, where the script's harness unpacked the model definition.
 """
 import logging
 import os
@@ -25,8 +29,11 @@ import httpx
 from determined import core, errors
 from determined.common import data_dir
 from determined.common.api import Session, http_client, make_url
-from determined.core._context import MASTER_RETRIES, hand_over_trial_context
 from determined.config import no_effect_notes
+from determined.config.entrypoint import command_of, runs_a_script
+from determined.core._context import MASTER_RETRIES, hand_over_trial_context
+from determined.core._info import ClusterInfo, trial_environment
+from determined.exec import _script
 from determined.exec._environment import apply_environment_variables
 from determined.exec._model_def import extract_model_def
 from determined.exec._startup_hook import StartupHookError, run_startup_hook
@@ -90,7 +97,24 @@ def _run_native_command(command: List[str]) -> None:
             raise
 
 
-def _run(session: Session, trial_id: int) -> None:
+def _export_trial_environment(context: Dict[str, Any], spill_dir: pathlib.Path) -> Dict[str, str]:
+    """Set the `DET_*` variables of the trial in this process (for the trial's code and every process it
+    starts); returns them."""
+    info = ClusterInfo._from_answer(context, os.environ["DET_MASTER"])
+    env = trial_environment(info, str(spill_dir))
+    os.environ.update(env)
+    return env
+
+
+def _run_trial_class(entrypoint: str, work_dir: pathlib.Path) -> None:
+    from determined import _execution
+
+    trial_class = _execution.load_trial_class(entrypoint, str(work_dir))
+    with core.init() as core_context:
+        _execution.run_trial(trial_class, core_context)
+
+
+def _run(session: Session, trial_id: int) -> int:
     context: Dict[str, Any] = session.get(f"/trials/{trial_id}/context")
     config: Dict[str, Any] = context["config"]
     apply_environment_variables(config)  # may start this process again with them (PYTHON* variables)
@@ -98,9 +122,11 @@ def _run(session: Session, trial_id: int) -> None:
     experiment_id = int(context["experiment_id"])
     model_def = session.get(f"/experiments/{experiment_id}/model_def")
     work_dir = _make_work_dir(trial_id)
+    run_dir = work_dir.with_name(work_dir.name + ".run")  # the run's own files, outside the model dir
     previous_cwd = os.getcwd()
     hook_ran = False
     try:
+        trial_env = _export_trial_environment(context, run_dir)
         extract_model_def(model_def["b64_tgz"], str(work_dir))
         os.chdir(work_dir)
         for note in no_effect_notes(config):
@@ -114,17 +140,30 @@ def _run(session: Session, trial_id: int) -> None:
         )
         if native_command:
             _run_native_command(native_command)
+        elif runs_a_script(config):
+            env = _script.script_environment(os.environ, trial_env, _script.write_python_shims(run_dir / "bin"))
+            return _script.run_command(command_of(config["entrypoint"]), str(work_dir), env)
         else:
-            from determined import _execution
-
-            trial_class = _execution.load_trial_class(config.get("entrypoint") or "", str(work_dir))
-            with core.init() as core_context:
-                _execution.run_trial(trial_class, core_context)
+            _run_trial_class(config.get("entrypoint") or "", work_dir)
     finally:
         if hook_ran:
             forget_startup_hook_status()
         os.chdir(previous_cwd)
         shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return EXIT_OK
+
+
+def _run_worker(session: Session, trial_id: int, entrypoint: str) -> int:
+    """One worker of a launcher started by a script: the Trial class `entrypoint`, in the current directory."""
+    context: Dict[str, Any] = session.get(f"/trials/{trial_id}/context")
+    hand_over_trial_context(trial_id, context)
+    work_dir = pathlib.Path.cwd()
+    sys.path.insert(0, str(work_dir))
+    logger.info("trial %d: rank %s runs the Trial class %s in %s", trial_id, os.environ.get("RANK", "0"),
+                entrypoint, work_dir)
+    _run_trial_class(entrypoint, work_dir)
+    return EXIT_OK
 
 
 def _rank() -> int:
@@ -145,10 +184,15 @@ def _report_unrecoverable(session: Session, trial_id: int) -> None:
         logger.warning("could not report the early exit: %s", e)
 
 
-def main(client: Optional[httpx.Client] = None) -> int:
+def main(client: Optional[httpx.Client] = None, argv: Optional[List[str]] = None) -> int:
     """Run the trial of this process's environment; `client` (from `make_http_client`) is the session's HTTP
-    client, built in advance by a prestarted process (determined.exec.prestart)."""
+    client, built in advance by a prestarted process (determined.exec.prestart). `argv` (the command line's
+    arguments) may name a Trial class `module:Class` to run as one worker of a launcher."""
     _setup_logging()
+    args = list(argv or [])
+    if len(args) > 1 or (args and ":" not in args[0]):
+        print(f"harness: expected at most one argument, a Trial class `module:Class`, got {args}", file=sys.stderr)
+        return EXIT_USER_ERROR
     try:
         master = _required_env("DET_MASTER")
         trial_id = int(_required_env("DET_TRIAL_ID"))
@@ -159,7 +203,7 @@ def main(client: Optional[httpx.Client] = None) -> int:
         client.base_url = httpx.URL(make_url(master))
     session = Session(master, os.environ.get("DET_SESSION_TOKEN") or None, retries=MASTER_RETRIES, client=client)
     try:
-        _run(session, trial_id)
+        code = _run_worker(session, trial_id, args[0]) if args else _run(session, trial_id)
     except errors.MasterNotFoundError as e:
         logger.error("giving up: %s", e)
         print(f"harness: {e}", file=sys.stderr)
@@ -179,9 +223,10 @@ def main(client: Optional[httpx.Client] = None) -> int:
         return EXIT_USER_ERROR
     finally:
         session.close()
-    logger.info("trial %d exits normally", trial_id)
-    return EXIT_OK
+    if code == EXIT_OK:
+        logger.info("trial %d exits normally", trial_id)
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(argv=sys.argv[1:]))

@@ -3,10 +3,13 @@
     python -m determined.exec.launch --nproc-per-node 2 -- python -m determined.exec.harness
     python -m determined.exec.launch --nproc-per-node 2 train.py --epochs 3
 
-Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK / DET_CROSS_RANK and
-DET_CROSS_SIZE (machines), MASTER_ADDR / MASTER_PORT (rendezvous of torch.distributed), DET_CHIEF_IP /
-DET_CHIEF_PORT (the framework-free collectives of `determined.core`), its own CUDA_VISIBLE_DEVICES entry
-(empty on CPU slots) and an equal share of OMP_NUM_THREADS. Its output is relayed with a `[rank N]` prefix.
+Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK / DET_CROSS_RANK,
+GROUP_WORLD_SIZE / DET_CROSS_SIZE (machines), MASTER_ADDR / MASTER_PORT (rendezvous of torch.distributed),
+DET_CHIEF_IP / DET_CHIEF_PORT (the framework-free collectives of `determined.core`), its own
+CUDA_VISIBLE_DEVICES entry (empty on CPU slots) and an equal share of OMP_NUM_THREADS. Its output is relayed
+with a `[rank N]` prefix, line by line (a line ends at a newline or a carriage return).
+
+The launchers of scripts (`determined.launch.torch_distributed`, ...) use the same `worker_envs` and `Workers`.
 
 When a worker exits non-zero (or is killed), the others are killed within a second and the launcher exits
 with that worker's status, so the master restarts the trial from its latest checkpoint. SIGTERM is passed
@@ -16,13 +19,14 @@ worker exited 0.
 import argparse
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from typing import IO, Dict, List, Optional, Sequence
+from typing import IO, Dict, Iterator, List, Optional, Sequence
 
 from determined.common._process import die_with_parent
 
@@ -49,19 +53,31 @@ def worker_envs(
     master_addr: str = "127.0.0.1",
     master_port: Optional[int] = None,
     chief_port: Optional[int] = None,
+    first_rank: Optional[int] = None,
+    world_size: Optional[int] = None,
+    one_gpu_each: bool = True,
 ) -> List[Dict[str, str]]:
-    """The environment of each of the `nproc` local workers (local rank order)."""
+    """The environment of each of the `nproc` local workers (local rank order).
+
+    Ranks are `cross_rank * nproc + local_rank` of `cross_size * nproc`, unless `first_rank` and `world_size`
+    say otherwise (machines with different numbers of workers). With `one_gpu_each` false every worker sees
+    all of CUDA_VISIBLE_DEVICES and picks its GPU by LOCAL_RANK (as under torchrun).
+    """
     if nproc < 1:
         raise ValueError(f"--nproc-per-node must be >= 1, got {nproc}")
     if not 0 <= cross_rank < cross_size:
         raise ValueError(f"the machine rank {cross_rank} is not in [0, {cross_size})")
+    first_rank = cross_rank * nproc if first_rank is None else first_rank
+    world_size = cross_size * nproc if world_size is None else world_size
+    if first_rank < 0 or first_rank + nproc > world_size:
+        raise ValueError(f"ranks {first_rank}..{first_rank + nproc - 1} do not fit in a world of {world_size}")
     master_port = master_port or free_port()
     chief_port = chief_port or free_port()
     while chief_port == master_port:
         chief_port = free_port()
     visible = base_env.get("CUDA_VISIBLE_DEVICES")
     gpus = [g.strip() for g in visible.split(",") if g.strip()] if visible else []
-    if gpus and len(gpus) < nproc:
+    if gpus and len(gpus) < nproc and one_gpu_each:
         raise ValueError(
             f"CUDA_VISIBLE_DEVICES={visible!r} names {len(gpus)} GPU(s) for {nproc} workers; give one GPU per worker"
         )
@@ -71,11 +87,12 @@ def worker_envs(
     for local_rank in range(nproc):
         env = dict(base_env)
         env.update({
-            "RANK": str(cross_rank * nproc + local_rank),
+            "RANK": str(first_rank + local_rank),
             "LOCAL_RANK": str(local_rank),
-            "WORLD_SIZE": str(cross_size * nproc),
+            "WORLD_SIZE": str(world_size),
             "LOCAL_WORLD_SIZE": str(nproc),
             "GROUP_RANK": str(cross_rank),
+            "GROUP_WORLD_SIZE": str(cross_size),
             "DET_CROSS_RANK": str(cross_rank),
             "DET_CROSS_SIZE": str(cross_size),
             "MASTER_ADDR": master_addr,
@@ -85,7 +102,7 @@ def worker_envs(
             "OMP_NUM_THREADS": str(threads),
             "PYTHONUNBUFFERED": "1",
         })
-        if visible is not None:  # unset: every worker sees every GPU and picks cuda:LOCAL_RANK
+        if visible is not None and one_gpu_each:  # else every worker sees every GPU and picks cuda:LOCAL_RANK
             env["CUDA_VISIBLE_DEVICES"] = gpus[local_rank] if gpus else ""
         envs.append(env)
     return envs
@@ -98,14 +115,53 @@ def _int(raw: Optional[str]) -> int:
         return 0
 
 
-def _relay(prefix: str, pipe: IO[bytes], out: IO[bytes]) -> threading.Thread:
-    def run() -> None:
-        for line in iter(pipe.readline, b""):
-            out.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
-            out.flush()
-        pipe.close()
+MAX_LINE_BYTES = 8191  # a longer line is cut into pieces of this size (each one prefixed)
+_LINE_END = re.compile(rb"\r\n|[\r\n]")
 
-    thread = threading.Thread(target=run, daemon=True)
+
+def read_lines(pipe: IO[bytes]) -> Iterator[bytes]:
+    """The lines of `pipe`, each ending with a newline.
+
+    A line ends at a newline, a carriage return (progress bars redraw a line with one) or both; the empty
+    line a carriage return would make at the start of a redraw is left out, and a line longer than
+    MAX_LINE_BYTES is cut.
+    """
+    pending = b""
+    eof = False
+    after_return = False
+    while not eof:
+        chunk = pipe.read1(65536) if hasattr(pipe, "read1") else pipe.read(65536)
+        eof = not chunk
+        pending += chunk
+        while pending:
+            match = _LINE_END.search(pending, 0, MAX_LINE_BYTES + 1)
+            if match is not None and match.group() == b"\r" and match.end() == len(pending) and not eof:
+                break  # a newline may follow in the next read
+            if match is None:
+                if len(pending) < MAX_LINE_BYTES and not eof:
+                    break
+                line, pending = pending[:MAX_LINE_BYTES], pending[MAX_LINE_BYTES:]
+                after_return = False
+            else:
+                line, pending = pending[:match.start()], pending[match.end():]
+                redraw = match.group() == b"\r"
+                if not line and (redraw or after_return):
+                    after_return = redraw
+                    continue
+                after_return = redraw
+            yield line + b"\n"
+
+
+def relay_lines(prefix: bytes, pipe: IO[bytes], out: IO[bytes]) -> None:
+    """Copy `pipe` to `out` line by line, each line prefixed, until the pipe closes."""
+    for line in read_lines(pipe):
+        out.write(prefix + line)
+        out.flush()
+    pipe.close()
+
+
+def _relay(prefix: bytes, pipe: IO[bytes], out: IO[bytes]) -> threading.Thread:
+    thread = threading.Thread(target=relay_lines, args=(prefix, pipe, out), daemon=True)
     thread.start()
     return thread
 
@@ -115,24 +171,30 @@ def _exit_status(code: int) -> int:
 
 
 class Workers:
-    """The worker processes of one trial on this machine, watched until they all exit."""
+    """The worker processes of one trial on this machine, watched until they all exit.
 
-    def __init__(self, command: Sequence[str], envs: List[Dict[str, str]], first_rank: int = 0) -> None:
+    Each worker's output is relayed with `prefix` (formatted with its `rank`). With `own_sessions` every
+    worker leads its own process group (signals for them are passed on by `signal_all`, to their groups).
+    """
+
+    def __init__(self, command: Sequence[str], envs: List[Dict[str, str]], first_rank: int = 0, *,
+                 prefix: str = "[rank {rank}] ", own_sessions: bool = False) -> None:
         self.procs: List["subprocess.Popen[bytes]"] = []
         self.relays: List[threading.Thread] = []
         self.first_rank = first_rank
+        self.own_sessions = own_sessions
         stdout, stderr = sys.stdout.buffer, sys.stderr.buffer
         try:
             for local_rank, env in enumerate(envs):
                 proc = subprocess.Popen(
                     list(command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
+                    stderr=subprocess.PIPE, start_new_session=own_sessions,
                     preexec_fn=die_with_parent,
                 )
                 self.procs.append(proc)
-                prefix = f"[rank {first_rank + local_rank}] ".encode()
+                prefix_bytes = prefix.format(rank=first_rank + local_rank).encode()
                 assert proc.stdout is not None and proc.stderr is not None
-                self.relays += [_relay(prefix, proc.stdout, stdout), _relay(prefix, proc.stderr, stderr)]
+                self.relays += [_relay(prefix_bytes, proc.stdout, stdout), _relay(prefix_bytes, proc.stderr, stderr)]
         except BaseException:
             self.kill()
             raise
@@ -141,8 +203,11 @@ class Workers:
         for proc in self.procs:
             if proc.poll() is None:
                 try:
-                    proc.send_signal(signum)
-                except ProcessLookupError:
+                    if self.own_sessions:
+                        os.killpg(proc.pid, signum)
+                    else:
+                        proc.send_signal(signum)
+                except (ProcessLookupError, PermissionError):
                     pass
 
     def kill(self) -> None:

@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined import searcher
+from determined.config.entrypoint import runs_a_script
 from determined.master import log_policies, states, trial_notes
 from determined.master.db import Experiment, Trial, utcnow
 from determined.master.experiment import (
@@ -49,9 +50,10 @@ def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
 def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: int, *, master_stopping: bool = False) -> None:
     """Act on the exit of a trial's process.
 
-    0 after the searcher closed the trial -> COMPLETED; 0 after a preemption -> the trial waits to be
-    rescheduled (PAUSED while its experiment is paused); a reported early exit -> its state; anything else
-    -> a restart from the latest checkpoint, or ERROR once `max_restarts` is exceeded.
+    0 after the searcher closed the trial, or from a script that was not preempted -> COMPLETED; 0 after a
+    preemption -> the trial waits to be rescheduled (PAUSED while its experiment is paused); a reported early
+    exit -> its state; anything else -> a restart from the latest checkpoint, or ERROR once `max_restarts` is
+    exceeded.
     """
     trial = s.get(Trial, trial_id)
     if trial is None or trial.allocation_id != allocation_id:
@@ -83,6 +85,12 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
         return
     if returncode == 0 and trial.close_requested and not pending_operations(s, trial.id):
         finish_trial(s, exp, trial, states.COMPLETED, None)
+        return
+    if returncode == 0 and not preempted and not master_stopping and runs_a_script(exp.config):
+        # A script's trial lives as long as its process (Determined 0.18+): exit 0 is the end of the trial. A
+        # search method that still expected work from it hears an early exit, so that it does not wait for it.
+        done = trial.close_requested and not pending_operations(s, trial.id)
+        finish_trial(s, exp, trial, states.COMPLETED, None if done else searcher.ExitedReason.USER_CANCELED.value)
         return
     if (returncode == 0 and preempted) or master_stopping:
         rollback_to_checkpoint(s, exp, trial)

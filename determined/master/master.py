@@ -1,6 +1,7 @@
 """The Master: database, state machine lock, resource manager and the scheduler thread that ties them."""
 import concurrent.futures
 import contextlib
+import hashlib
 import logging
 import os
 import pathlib
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from determined import errors
 from determined.config import environment_variables
+from determined.config.entrypoint import runs_a_script
 from determined.master import allocations, isolation, scheduler, states, trial_notes
 from determined.master import gc as checkpoint_gc
 from determined.master import storage_roots as storage_roots_mod
@@ -190,6 +192,8 @@ class Master:
                 self.rm = LocalResourceManager(str(self.data_dir / "work"), sink,
                                                slots=slots if slots is not None else detect_slots(),
                                                trial_command=trial_command, trial_user=trial_user,
+                                               # an embedded master (no server settings): its user's environment
+                                               inherit_environment=storage_roots is None and trial_user is None,
                                                line_bytes=self.log_writer.limits.line_bytes)
         self._wake = threading.Event()
         self._progress_refreshed = 0.0
@@ -407,11 +411,12 @@ class Master:
                     allocation_id, token = allocations.start_allocation(s, trial)
                     self.log_policies.watch(trial.id, allocation_id, exp.config)
                     env = environment_variables(exp.config, "cuda" if self.rm.slots.kind == "gpu" else "cpu")
-                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp), env))
-        for trial_id, exp_id, allocation_id, token, slots, env in launches:
+                    launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp), env,
+                                     runs_a_script(exp.config)))
+        for trial_id, exp_id, allocation_id, token, slots, env, script in launches:
             try:
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
-                               slots_needed=slots, master_url=self.url, env=env)
+                               slots_needed=slots, master_url=self.url, env=env, script=script)
             except Exception as e:
                 logger.error("trial %s: could not start its process: %s", trial_id, e)
                 with self.write() as s:
@@ -441,6 +446,11 @@ class Master:
             time.sleep(0.05)
 
     # ------------------------------------------------------------ helpers for the API
+
+    @property
+    def cluster_id(self) -> str:
+        """A stable identifier of this master's cluster (its data dir's), given to trials as DET_CLUSTER_ID."""
+        return hashlib.sha1(str(self.data_dir).encode()).hexdigest()[:16]
 
     def storage_problems(self, checkpoint_storage: Optional[Dict[str, Any]]) -> List[str]:
         """Why an experiment may not use this checkpoint storage on this master (empty: it may)."""

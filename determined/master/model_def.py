@@ -4,9 +4,10 @@ import binascii
 import gzip
 import io
 import tarfile
-from typing import Any, List, Optional, Set
+from typing import Any, List, Set
 
 from determined.common.context import unsafe_members
+from determined.config.entrypoint import is_trial_class
 from determined.master.problems import RequestProblem
 from determined.master.request_limits import MODEL_DEF_BYTES, clip, clip_repr
 
@@ -18,9 +19,10 @@ MAX_HEADER_READ = 64 * 1024  # one read of a header extension (a GNU long name, 
 MAX_PROBLEMS_SHOWN = 20
 
 
-def decode_model_def(b64_tgz: object, entrypoint: Optional[str]) -> bytes:
+def decode_model_def(b64_tgz: object, entrypoint: Any) -> bytes:
     """The archive's bytes, after checking size, format, that every member is safe to unpack (no absolute paths,
-    `..`, links out of the directory, device files or fifos) and that the entrypoint's module file is inside."""
+    `..`, links out of the directory, device files or fifos) and that the module of a Trial class entrypoint is
+    inside (a command's files are the command's business)."""
     if not isinstance(b64_tgz, str) or not b64_tgz:
         raise RequestProblem(400, "model_definition: a base64-encoded .tar.gz of the model directory is required")
     try:
@@ -37,7 +39,7 @@ def decode_model_def(b64_tgz: object, entrypoint: Optional[str]) -> bytes:
                                                if len(unsafe) > MAX_PROBLEMS_SHOWN else [])
         raise RequestProblem(400, f"model_definition: unsafe archive member {unsafe[0]}", shown)
     names = {_normalise(m.name) for m in members if m.isfile()}
-    if entrypoint:
+    if is_trial_class(entrypoint):
         _check_entrypoint(entrypoint, names)
     return data
 

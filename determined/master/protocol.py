@@ -56,6 +56,7 @@ def trial_context(s: Session, trial: Trial) -> Dict[str, Any]:
         "trial_seed": trial.seed,
         "latest_checkpoint": latest,
         "steps_completed": steps,
+        "trial_run_id": trial.runs,
     }
 
 

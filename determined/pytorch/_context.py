@@ -141,15 +141,43 @@ class PyTorchTrialContext(TrialContext):
         self.optimizers.append(optimizer)
         return optimizer
 
-    def wrap_lr_scheduler(self, lr_scheduler: Any, step_mode: LRSchedulerStepMode, frequency: int = 1) -> LRScheduler:
+    def wrap_lr_scheduler(self, lr_scheduler: Any, step_mode: LRSchedulerStepMode, frequency: int = 1) -> Any:
         """Register a torch LR scheduler, stepped as `step_mode` says (every `frequency` batches, epochs or
-        optimizer steps) and checkpointed; returns the wrapper."""
+        optimizer steps) and checkpointed; returns the scheduler it was given, as Determined did, so that its
+        own methods stay reachable (with ``MANUAL_STEP`` you call its ``step()``)."""
         if isinstance(lr_scheduler, LRScheduler):
             wrapped = lr_scheduler
         else:
             wrapped = LRScheduler(lr_scheduler, step_mode, frequency)
         self.lr_schedulers.append(wrapped)
-        return wrapped
+        return lr_scheduler
+
+    def get_model(self) -> torch.nn.Module:
+        """The one model of the trial (deprecated in Determined 0.13: keep what ``wrap_model`` returned)."""
+        logger.warning("PyTorchTrialContext.get_model is deprecated: use the model wrap_model() returned")
+        return self._only("model", self.models)
+
+    def get_optimizer(self) -> torch.optim.Optimizer:
+        """The one optimizer of the trial (deprecated in Determined 0.13: keep what ``wrap_optimizer`` returned)."""
+        logger.warning("PyTorchTrialContext.get_optimizer is deprecated: use the optimizer wrap_optimizer() returned")
+        return self._only("optimizer", self.optimizers)
+
+    def get_lr_scheduler(self) -> Optional[LRScheduler]:
+        """The trial's LR scheduler wrapper, or None (deprecated in Determined 0.13)."""
+        logger.warning("PyTorchTrialContext.get_lr_scheduler is deprecated: use the scheduler wrap_lr_scheduler() "
+                       "returned")
+        if len(self.lr_schedulers) > 1:
+            raise errors.InvalidTrialError(f"get_lr_scheduler() needs at most one wrapped LR scheduler; this trial "
+                                           f"has {len(self.lr_schedulers)}: keep each one wrap_lr_scheduler() returned")
+        return self.lr_schedulers[0] if self.lr_schedulers else None
+
+    @staticmethod
+    def _only(what: str, registered: List[Any]) -> Any:
+        if len(registered) != 1:
+            raise errors.InvalidTrialError(
+                f"get_{what}() needs exactly one wrapped {what}; this trial has {len(registered)}: call it after "
+                f"wrap_{what}(), or keep each {what} wrap_{what}() returned")
+        return registered[0]
 
     def wrap_reducer(
         self,
@@ -427,6 +455,19 @@ class PyTorchTrialContext(TrialContext):
 
     def get_enable_tensorboard_logging(self) -> bool:
         return bool(self._core.train._tensorboard.enabled)
+
+    # Determined 0.12.x named the calls above with a leading underscore while they were experimental (its
+    # "flexible primitives" examples use them); they are the same calls. 0.12's _LRScheduler returned the wrapper.
+    _Model = wrap_model
+    _Optimizer = wrap_optimizer
+    _to_device = to_device
+    _backward = backward
+    _step_optimizer = step_optimizer
+    _configure_apex_amp = configure_apex_amp
+
+    def _LRScheduler(self, lr_scheduler: Any, step_mode: LRSchedulerStepMode) -> LRScheduler:
+        """0.12.x's experimental ``wrap_lr_scheduler``: returns Determined's LRScheduler wrapper."""
+        return self.wrap_lr_scheduler(LRScheduler(lr_scheduler, step_mode), step_mode)
 
 
 def _unscale_once(scaler: Any, optimizer: torch.optim.Optimizer) -> None:

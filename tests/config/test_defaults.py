@@ -132,23 +132,42 @@ def test_entrypoint_required_unless_native(minimal):
     with pytest.raises(InvalidExperimentConfig) as info:
         load_experiment_config(config)
     assert info.value.problems == [
-        "entrypoint: missing; the Trial class as `module.path:ClassName`, e.g. `model_def:MNistTrial`"
+        "entrypoint: missing; a Trial class `module:ClassName` (e.g. `model_def:MNistTrial`), a command (e.g. "
+        "`python3 train.py`), or a list of arguments (e.g. [python3, train.py, --epochs, '3'])"
     ]
     native = load_experiment_config({**config, "internal": {"native": {"command": ["python", "train.py"]}}})
     assert native["entrypoint"] is None
     assert native["internal"] == {"native": {"command": ["python", "train.py"]}}
 
 
-@pytest.mark.parametrize("entrypoint", ["model_def", "model_def:", ":Trial", "model def:Trial", "a.b:C.D", 3])
-def test_bad_entrypoints(minimal, entrypoint):
+@pytest.mark.parametrize("entrypoint, problem", [
+    ("model_def:", "entrypoint: 'model_def:' looks like a Trial class but is not `module:ClassName`"),
+    (":Trial", "entrypoint: ':Trial' looks like a Trial class"),
+    ("a.b:C.D", "entrypoint: 'a.b:C.D' looks like a Trial class"),
+    ("  ", "entrypoint: is empty; a Trial class `module:ClassName`"),
+    ([], "entrypoint: is an empty list"),
+    (["python3", None], "entrypoint[1]: got null"),
+    (3, "entrypoint: got 3 (an int); a Trial class"),
+])
+def test_bad_entrypoints(minimal, entrypoint, problem):
     with pytest.raises(InvalidExperimentConfig) as info:
         load_experiment_config(minimal(entrypoint=entrypoint))
-    assert [p for p in info.value.problems if p.startswith("entrypoint: got")]
+    assert [p for p in info.value.problems if p.startswith(problem)], info.value.problems
 
 
-@pytest.mark.parametrize("entrypoint", ["model_def:MNistTrial", "pkg.sub.model:Trial_2", "_m:_T"])
-def test_good_entrypoints(minimal, entrypoint):
-    assert load_experiment_config(minimal(entrypoint=entrypoint))["entrypoint"] == entrypoint
+@pytest.mark.parametrize("entrypoint, canonical", [
+    ("model_def:MNistTrial", "model_def:MNistTrial"),
+    ("pkg.sub.model:Trial_2", "pkg.sub.model:Trial_2"),
+    ("_m:_T", "_m:_T"),
+    ("1st:Trial", "1st:Trial"),  # Determined's own rule: [a-zA-Z0-9_.]+:[a-zA-Z0-9_]+
+    ("model_def", "model_def"),  # a command (sh -c), as in Determined
+    ("python3 train.py --epochs 3\n", "python3 train.py --epochs 3"),
+    ("python3 -m determined.launch.torch_distributed -- --trial model_def:T",
+     "python3 -m determined.launch.torch_distributed -- --trial model_def:T"),
+    (["python3", "train.py", "--epochs", 3], ["python3", "train.py", "--epochs", "3"]),
+])
+def test_good_entrypoints(minimal, entrypoint, canonical):
+    assert load_experiment_config(minimal(entrypoint=entrypoint))["entrypoint"] == canonical
 
 
 def test_config_must_be_a_mapping():

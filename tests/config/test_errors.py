@@ -13,7 +13,7 @@ def test_every_problem_is_listed_at_once():
         "resources": {"slots_per_trial": "two", "max_slot": 3},
         "min_validation_period": {"epochs": 1},
         "checkpoint_policy": "sometimes",
-        "entrypoint": "model_def",
+        "entrypoint": "model_def:",
     }
     with pytest.raises(InvalidExperimentConfig) as info:
         load_experiment_config(raw)

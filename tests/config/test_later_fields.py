@@ -166,10 +166,12 @@ def test_gc_only_storage_and_slots_as_0_26_examples_have_them() -> None:
 
 
 def test_global_batch_size_is_not_needed_for_a_scripts_lengths() -> None:
-    from determined.config.schema import _runs_a_trial_class
+    from determined.config.entrypoint import runs_a_script
 
-    assert _runs_a_trial_class({"internal": None, "entrypoint": "model_def:T"})
-    assert not _runs_a_trial_class({"internal": None, "entrypoint": "python3 train.py"})
+    assert not runs_a_script({"internal": None, "entrypoint": "model_def:T"})
+    assert runs_a_script({"internal": None, "entrypoint": "python3 train.py"})
+    assert runs_a_script({"internal": None, "entrypoint": ["python3", "train.py"]})
+    assert not runs_a_script({"internal": {"native": {"command": ["train.py"]}}, "entrypoint": None})
 
 
 def test_unreachable_storage_types_are_named() -> None:

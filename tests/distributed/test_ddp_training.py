@@ -9,10 +9,11 @@ from typing import Any, Dict, List
 import numpy as np
 import pytest
 
-from conftest import HERE
 from determined import _execution, core
 from determined import config as det_config
 import _ddp_trials
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 BASE = {
     "entrypoint": "_ddp_trials:LinearTrial",

@@ -2,6 +2,7 @@
 gRPC on 127.0.0.1): convergence, exact cross-slot metrics, chief-only checkpoints and exports."""
 import json
 import os
+import pathlib
 import subprocess
 import sys
 from typing import Any, Dict, List
@@ -9,9 +10,10 @@ from typing import Any, Dict, List
 import numpy as np
 import pytest
 
-from conftest import HERE
 from determined import _execution, core
 from determined import config as det_config
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,10 @@ from typing import Any, Dict, List
 import numpy as np
 import pytest
 
-from conftest import HERE
 from determined import _execution, core
 from determined import config as det_config
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.slow
 

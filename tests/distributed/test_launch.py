@@ -1,6 +1,7 @@
 """The launcher and the framework-free collectives of determined.core (no torch involved)."""
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import threading
@@ -9,11 +10,12 @@ from typing import Any, Dict, List
 
 import pytest
 
-from conftest import HERE
 from determined import core, errors
 from determined.core._distributed import TCPCollectives
 from determined.exec import launch
 from determined.pytorch._distributed import check_global_batch_size
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 
 def _launch(mode: str, nproc: int = 2, env: Dict[str, str] = None, timeout: float = 60) -> subprocess.CompletedProcess:

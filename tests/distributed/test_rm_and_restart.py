@@ -8,10 +8,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from conftest import HERE
 from determined import master
 from determined.common.api import Session
 from determined.master.rm import LocalResourceManager, Slots
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 sys.path.insert(0, str(HERE.parent / "master"))
 from _helpers import model_def  # noqa: E402

@@ -6,7 +6,7 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import _trials  # noqa: E402
-from conftest import make_config, run_trial  # noqa: E402
+from _pytorch_runs import make_config, run_trial  # noqa: E402
 
 if __name__ == "__main__":
     trial_name, ckpt_dir, length, uuid, steps = sys.argv[1:6]

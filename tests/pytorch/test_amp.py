@@ -9,7 +9,7 @@ from torch import nn
 
 import determined.pytorch as det_torch
 from determined import errors
-from conftest import make_config, run_trial
+from _pytorch_runs import make_config, run_trial
 from _trials import random_dataset
 
 DTYPES: List[torch.dtype] = []

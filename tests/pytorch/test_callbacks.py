@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import determined.pytorch as det_torch
-from conftest import make_config, run_trial
+from _pytorch_runs import make_config, run_trial
 import _hook_trials
 from _hook_trials import EVENTS, HookTrial
 from _trials import DropoutTrial

@@ -6,7 +6,7 @@ from typing import Any, Dict, List
 import pytest
 import torch
 
-from conftest import make_config, run_trial
+from _pytorch_runs import make_config, run_trial
 import _trials
 import determined.pytorch as det_torch
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, run_trial
+from _pytorch_runs import REPO, run_trial
 from determined import _execution
 from determined import config as det_config
 import determined.pytorch as det_torch

@@ -15,7 +15,7 @@ import determined.pytorch as det_torch
 from determined import errors
 from determined._trial import construct_trial
 from determined.pytorch import samplers
-from conftest import make_config, run_trial
+from _pytorch_runs import make_config, run_trial
 from _hook_trials import HookTrial
 from _trials import DropoutTrial, random_dataset
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import make_config, run_trial
+from _pytorch_runs import make_config, run_trial
 import _trials
 import determined.pytorch as det_torch
 
@@ -21,7 +21,7 @@ class SchedulerTrial(det_torch.PyTorchTrial):
         self.context = context
         self.model = context.wrap_model(nn.Linear(4, 2))
         self.optimizer = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=1.0))
-        mode = StepMode[context.get_hparam("mode")]
+        mode = self.mode = StepMode[context.get_hparam("mode")]
         self.scheduler = context.wrap_lr_scheduler(
             torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: 0.5**step), mode
         )
@@ -34,12 +34,12 @@ class SchedulerTrial(det_torch.PyTorchTrial):
 
     def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
         x, y = batch
-        SEEN.append({"lr": self.scheduler.get_lr()[0], "epoch_idx": epoch_idx, "batch_idx": batch_idx,
+        SEEN.append({"lr": self.scheduler.get_last_lr()[0], "epoch_idx": epoch_idx, "batch_idx": batch_idx,
                      "epoch_start": self.context.is_epoch_start(), "epoch_end": self.context.is_epoch_end()})
         loss = nn.functional.cross_entropy(self.model(x), y)
         self.context.backward(loss)
         self.context.step_optimizer(self.optimizer)
-        if self.scheduler.step_mode is StepMode.MANUAL_STEP and batch_idx % 3 == 2:
+        if self.mode is StepMode.MANUAL_STEP and batch_idx % 3 == 2:
             self.scheduler.step()
         return {"loss": loss}
 
@@ -99,3 +99,91 @@ def test_invalid_step_mode_is_a_clear_error() -> None:
     optimizer = torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0)
     with pytest.raises(Exception, match="STEP_EVERY_EPOCH, STEP_EVERY_BATCH, STEP_EVERY_OPTIMIZER_STEP or MANUAL_STEP"):
         det_torch.LRScheduler(torch.optim.lr_scheduler.StepLR(optimizer, 1), "every batch")  # type: ignore[arg-type]
+
+
+class SeqLenLR(torch.optim.lr_scheduler.LambdaLR):
+    """A scheduler with a method of its own, as 0.13's rsws_nas example has (its lr scales with a length)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self.seq_len = 1
+        super().__init__(optimizer, lambda step: 1.0)
+
+    def set_seq_len(self, seq_len: int) -> None:
+        self.seq_len = seq_len
+
+
+class DeprecatedGettersTrial(det_torch.PyTorchTrial):
+    """0.13-era code: keeps what wrap_lr_scheduler returned, and reads the optimizer and model back from the
+    context (deprecated getters)."""
+
+    def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
+        self.context = context
+        self.model = context.wrap_model(nn.Linear(4, 2))
+        self.optimizer = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.1))
+        self.scheduler = context.wrap_lr_scheduler(SeqLenLR(self.optimizer), StepMode.MANUAL_STEP)
+        SEEN.append({"same": isinstance(self.scheduler, SeqLenLR)})
+
+    def build_training_data_loader(self) -> det_torch.DataLoader:
+        return det_torch.DataLoader(_trials.random_dataset(20), batch_size=4)
+
+    def build_validation_data_loader(self) -> det_torch.DataLoader:
+        return det_torch.DataLoader(_trials.random_dataset(4), batch_size=4)
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        x, y = batch
+        self.scheduler.set_seq_len(batch_idx + 1)
+        optimizer, model = self.context.get_optimizer(), self.context.get_model()
+        SEEN.append({"getters": optimizer is self.optimizer and model is self.model,
+                     "scheduler": self.context.get_lr_scheduler().scheduler is self.scheduler})
+        loss = nn.functional.cross_entropy(model(x), y)
+        self.context.backward(loss)
+        self.context.step_optimizer(optimizer)
+        return {"loss": loss}
+
+    def evaluate_batch(self, batch: Any) -> Dict[str, Any]:
+        x, y = batch
+        return {"val_loss": nn.functional.cross_entropy(self.model(x), y)}
+
+
+def test_wrap_lr_scheduler_returns_the_users_scheduler_and_the_deprecated_getters_work(tmp_path: pathlib.Path) -> None:
+    SEEN.clear()
+    run_trial(DeprecatedGettersTrial, tmp_path, [3], make_config())
+    assert SEEN[0] == {"same": True}
+    assert SEEN[1:] == [{"getters": True, "scheduler": True}] * 3
+
+
+class FlexiblePrimitives012Trial(det_torch.PyTorchTrial):
+    """Determined 0.12's experimental names of the 0.13 calls (_Model, _Optimizer, _LRScheduler, _to_device,
+    _backward, _step_optimizer), as its flexible_primitives example writes them."""
+
+    def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
+        self.context = context
+        self.model = context._Model(nn.Linear(4, 2))
+        self.optimizer = context._Optimizer(torch.optim.SGD(self.model.parameters(), lr=0.5))
+        self.scheduler = context._LRScheduler(torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=1, gamma=0.5),
+                                              StepMode.STEP_EVERY_BATCH)
+
+    def build_training_data_loader(self) -> det_torch.DataLoader:
+        return det_torch.DataLoader(_trials.random_dataset(20), batch_size=4)
+
+    def build_validation_data_loader(self) -> det_torch.DataLoader:
+        return det_torch.DataLoader(_trials.random_dataset(4), batch_size=4)
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        x, y = batch
+        x = self.context._to_device(x.cpu())
+        SEEN.append({"lr": self.scheduler.get_last_lr()[0], "wrapper": isinstance(self.scheduler, det_torch.LRScheduler)})
+        loss = nn.functional.cross_entropy(self.model(x), y)
+        self.context._backward(loss)
+        self.context._step_optimizer(self.optimizer)
+        return {"loss": loss}
+
+    def evaluate_batch(self, batch: Any) -> Dict[str, Any]:
+        x, y = batch
+        return {"val_loss": nn.functional.cross_entropy(self.model(x), y)}
+
+
+def test_the_012_experimental_names_are_the_same_calls(tmp_path: pathlib.Path) -> None:
+    SEEN.clear()
+    run_trial(FlexiblePrimitives012Trial, tmp_path, [3], make_config())
+    assert SEEN == [{"lr": 0.5, "wrapper": True}, {"lr": 0.25, "wrapper": True}, {"lr": 0.125, "wrapper": True}]

@@ -8,7 +8,7 @@ import pytest
 import determined.pytorch as det_torch
 from determined import errors
 from determined.pytorch._metric_reducer import ReducerRegistry
-from conftest import make_config, run_trial
+from _pytorch_runs import make_config, run_trial
 from _hook_trials import HookTrial, RecordsReducer
 from _trials import DropoutTrial, random_dataset
 

@@ -8,7 +8,7 @@ from typing import Any, Dict
 import numpy as np
 import torch
 
-from conftest import HERE, run_trial
+from _pytorch_runs import HERE, run_trial
 import _trials
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import make_config, run_trial
+from _pytorch_runs import make_config, run_trial
 import _trials
 import determined.pytorch as det_torch
 from determined import errors

@@ -9,8 +9,9 @@ when its PID 1 exits), so it never needs `ray stop`.
 SCENARIO `spread` (2 CPUs per node; the second node has a tmpfs over DIR/private): submission errors, an
 experiment of 6 trials on 4 slots over both nodes (the last two reuse finished runs),
 pause / activate / kill releasing the placement groups.
-SCENARIO `failover` (1 CPU per node): a 2-slot trial with one rank per node (gloo across nodes), then the
-second node killed while a trial runs there.
+SCENARIO `failover` (1 CPU per node): a 2-slot trial with one rank per node (gloo across nodes), a 2-slot
+script under `determined.launch.torch_distributed` with one container per node, then the second node killed while
+a trial runs there.
 """
 import json
 import os
@@ -327,11 +328,30 @@ def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
     log(f"2-slot trial: {state} in {out['seconds']['ddp']:.1f} s")
     wait_for(cluster.released, 20, "the resources of the 2-slot trial")
 
+    # f: a 2-slot script under determined.launch.torch_distributed, one container (and rank) per node
+    t = time.monotonic()
+    script_model = root / "script_model"
+    script_model.mkdir()
+    shutil.copy(HERE.parent / "launch" / "scripts" / "ddp.py", script_model / "ddp.py")
+    script_config = root / "script.yaml"
+    script_config.write_text(yaml.safe_dump({
+        "entrypoint": "python3 -m determined.launch.torch_distributed python3 ddp.py",
+        "hyperparameters": {"steps": 20}, "searcher": {"name": "single", "metric": "loss", "max_length": 1},
+        "resources": {"slots_per_trial": 2}, "max_restarts": 0,
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(shared)}}))
+    det("experiment", "create", "-d", str(script_config), str(script_model))
+    state = wait_experiment(2, 240)
+    trial = trials_of(2)[0]
+    out["script"] = {"state": state, "trial": trial, "logs": logs(trial["id"])}
+    out["seconds"]["script"] = time.monotonic() - t
+    log(f"2-slot torch_distributed script: {state} in {out['seconds']['script']:.1f} s")
+    wait_for(cluster.released, 20, "the resources of the script")
+
     # b: the second node dies while a trial runs there
     t = time.monotonic()
     length = 160
     create(root, "failover", config(shared, trials=2, batches=length, sleep=0.05, restarts=3))
-    exp_id = 2
+    exp_id = 3
 
     def on_node2_with_checkpoint() -> Optional[Dict[str, Any]]:
         for trial in trials_of(exp_id):

@@ -175,6 +175,24 @@ def test_two_slot_trial_trains_across_both_nodes(failover: Dict[str, Any]) -> No
 
 @pytest.mark.slow
 @needs_namespaces
+def test_a_torch_distributed_script_runs_one_container_per_node(failover: Dict[str, Any]) -> None:
+    script = failover["script"]
+    lines = script["logs"]
+    assert script["state"] == "COMPLETED", "\n".join(lines[-30:])
+    containers = {}
+    for line in lines:
+        if "[ray] run " in line and " runs container " in line:
+            node = line.split("(node id ", 1)[1].split(")", 1)[0]
+            containers[node] = line.split(" runs container ", 1)[1].split(" with ", 1)[0]
+    assert set(containers) == {failover["nodes"]["head"], failover["nodes"]["node2"]}
+    assert sorted(containers.values()) == ["0 of 2", "1 of 2"]
+    for rank in (0, 1):  # one worker per node: local rank 0 on each, gathering with the other node's
+        assert f"[rank={rank}] ddp: rank {rank} of 2 local_rank 0 gathered [0, 1]" in lines
+        assert f"[rank={rank}] ddp: rank {rank} core allgather [0, 1]" in lines
+
+
+@pytest.mark.slow
+@needs_namespaces
 def test_a_dead_node_s_trials_finish_on_the_head(failover: Dict[str, Any]) -> None:
     result = failover["failover"]
     head, node2 = failover["nodes"]["head"], failover["nodes"]["node2"]

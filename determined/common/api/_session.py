@@ -1,3 +1,4 @@
+import logging
 import os
 import ssl
 import threading
@@ -9,6 +10,12 @@ import httpx
 
 from determined import errors
 from determined.common.api import _token_cache
+
+# httpx logs every request at INFO: in a training script that calls logging.basicConfig(level=INFO), the
+# platform's reports would flood the trial's logs. Its warnings still show; a level set by the user is kept.
+for _name in ("httpx", "httpcore"):
+    if logging.getLogger(_name).level == logging.NOTSET:
+        logging.getLogger(_name).setLevel(logging.WARNING)
 
 _RETRYABLE = (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError, httpx.ConnectTimeout)
 

@@ -54,6 +54,7 @@ def trial_context(request: Request, trial_id: int) -> Dict[str, Any]:
         principal = auth.principal_of(request)
         if not (principal.is_trial and principal.trial_id == trial.id):
             context["config"] = redaction.experiment_config(context["config"])
+        context["cluster_id"] = master_of(request).cluster_id
         return context
 
     return _read(request, trial_id, answer)

@@ -3,7 +3,7 @@
 `RankWorker` is wrapped with `ray.remote` by the Ray resource manager. Each instance lives in one bundle of
 a trial's placement group and runs one trial process (`python -m determined.exec.harness`, one rank) in its
 own session. The process dies with the actor (PR_SET_PDEATHSIG from a thread that outlives it) and its
-whole process group is SIGKILLed by `kill_group`. Its stdout and stderr lines are buffered here and handed
+whole process group is signalled by `kill_group` (SIGKILL; SIGTERM first for a script's run). Its stdout and stderr lines are buffered here and handed
 to the master through `drain`, a long poll (the actor is threaded, so `drain` and `kill_group` can wait at
 the same time). The master may keep a worker whose process exited 0 for the next run of the same size.
 
@@ -250,13 +250,14 @@ class RankWorker:
             shutil.rmtree(self._work_dir, ignore_errors=True)
         return lines, code
 
-    def kill_group(self) -> bool:
-        """SIGKILL the trial process's whole process group (its session); True when there was one."""
+    def kill_group(self, signum: int = signal.SIGKILL) -> bool:
+        """Send `signum` (SIGKILL; a script's run gets SIGTERM first) to the trial process's whole process group
+        (its session); True when there was one."""
         proc = self._proc
         if proc is None:
             return False
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signum)
         except (ProcessLookupError, PermissionError):
             return False
         return True

@@ -19,7 +19,10 @@ class ResourceManager(Protocol):
 
     The master calls every method but `running`, `total_slots` and `free_slots` from its scheduler thread.
     `launch` must return at once (a run may still be starting); its `env` holds the experiment's
-    `environment.environment_variables`, which the trial processes get on top of `rm.trial_env`'s allow-list; `poll_exited` reports each ended run once,
+    `environment.environment_variables`, which the trial processes get on top of `rm.trial_env`'s allow-list. A
+    run of a Trial class is one harness process per slot (ranks); a run whose entrypoint is a command (`script`)
+    is one harness process per machine, holding all of that machine's slots of the run (DET_SLOT_IDS,
+    DET_CONTAINER_*), whose command starts its own workers (determined.launch). `poll_exited` reports each ended run once,
     as (trial id, allocation id, exit code), after its slots are free again. An optional
     `check_experiment(config) -> List[str]` returns the problems of a config that cannot run on this
     resource manager's machines (the master refuses such an experiment at submission). `exit_listener`, when
@@ -37,7 +40,7 @@ class ResourceManager(Protocol):
     def running(self) -> Mapping[str, Any]: ...
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str, env: Optional[Mapping[str, str]] = None) -> Any: ...
+               master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False) -> Any: ...
 
     def poll_exited(self) -> List[Tuple[int, str, int]]: ...
 

@@ -1,6 +1,7 @@
 """The local resource manager: one process per trial run on this machine, its output captured as trial logs."""
 import dataclasses
 import datetime
+import json
 import logging
 import os
 import shutil
@@ -16,7 +17,7 @@ from determined.common._process import die_with_parent
 from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
 from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
 from determined.master.rm.slots import Slots, detect_slots
-from determined.master.rm.trial_env import TrialUser, trial_environment
+from determined.master.rm.trial_env import TrialUser, inherited_environment, trial_environment
 
 logger = logging.getLogger("determined.master")
 
@@ -28,6 +29,8 @@ LAUNCH_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.launch
 # MAX_PRESTART); 0 turns prestarting off.
 PRESTART_ENV = "DET_HARNESS_PRESTART"
 MAX_PRESTART = 4
+# A run of a script that is killed gets SIGTERM first (its handlers may checkpoint), SIGKILL this much later.
+TERM_GRACE_S = 10.0
 
 
 @dataclasses.dataclass
@@ -40,6 +43,8 @@ class TrialProcess:
     readers: List[threading.Thread]
     preempt_deadline: Optional[float] = None
     killed: bool = False
+    script: bool = False
+    kill_deadline: Optional[float] = None  # when a script run that got SIGTERM is SIGKILLed
 
 
 class LocalResourceManager:
@@ -48,7 +53,10 @@ class LocalResourceManager:
     A run on one slot is one process. A run on N > 1 slots is `python -m determined.exec.launch`, which
     starts N worker processes (ranks, rendezvous, one GPU or an equal share of the CPU threads each) and
     exits non-zero as soon as one of them fails; the RM still sees one process per run, and killing its
-    process group kills every worker.
+    process group kills every worker. A run whose entrypoint is a command (`script`) is one harness process
+    holding all its slots (DET_SLOT_IDS), whatever their number: its command starts the workers
+    (determined.launch). Killing a script run sends SIGTERM to its process group, then SIGKILL TERM_GRACE_S
+    later.
 
     `trial_command` replaces `python -m determined.exec.harness` as the program a trial runs; it exists for
     tests of the master that use a small fake trial program instead of the real harness.
@@ -60,7 +68,9 @@ class LocalResourceManager:
     can reap it without waiting for its next poll.
 
     Every trial process (prestarted or not, launcher included) starts from `trial_env.trial_environment`, an
-    allow-list of this process's environment, plus the experiment's variables (`launch(env=...)`). With
+    allow-list of this process's environment (a server's), or with `inherit_environment` (an embedded master, whose
+    trials are its user's own programs) from this process's whole environment but its DET_* variables, plus the
+    experiment's variables (`launch(env=...)`). With
     `trial_user`, it runs as that OS user (this process must be root) in a run directory owned by it.
     """
 
@@ -74,8 +84,10 @@ class LocalResourceManager:
         prestart: Optional[int] = None,
         trial_user: Optional[TrialUser] = None,
         line_bytes: int = DEFAULT_LINE_BYTES,
+        inherit_environment: bool = False,
     ) -> None:
         self.work_root = work_root
+        self.inherit_environment = inherit_environment and trial_user is None
         self.line_bytes = line_bytes  # the longest output line kept whole (log_lines.capped_lines)
         self.trial_user = trial_user
         self._popen_user = trial_user.popen_kwargs() if trial_user is not None else {}
@@ -116,6 +128,8 @@ class LocalResourceManager:
         home = None
         if self.trial_user is not None:
             home = self.trial_user.home if _owned_dir(self.trial_user.home, self.trial_user.uid) else self._spare_home()
+        if self.inherit_environment:
+            return inherited_environment(os.environ)
         return trial_environment(os.environ, user=self.trial_user, home=home)
 
     def _spare_home(self) -> str:
@@ -128,8 +142,9 @@ class LocalResourceManager:
         return path
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str, env: Optional[Mapping[str, str]] = None) -> TrialProcess:
-        """Start a run of a trial on `slots_needed` free slots; `env`: the experiment's own variables."""
+               master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False) -> TrialProcess:
+        """Start a run of a trial on `slots_needed` free slots (one process holding them all when `script`); `env`:
+        the experiment's own variables."""
         free = [i for i in range(self.slots.total) if i not in self._used]
         if len(free) < slots_needed:
             raise RuntimeError(f"trial {trial_id} needs {slots_needed} slots but only {len(free)} are free")
@@ -156,14 +171,16 @@ class LocalResourceManager:
             "DET_ALLOCATION_ID": allocation_id,
             "DET_SESSION_TOKEN": token,
             "CUDA_VISIBLE_DEVICES": visible,
+            "DET_SLOT_IDS": json.dumps(chosen),
         })
+        one_process = slots_needed == 1 or script
         # A prestarted harness has started its interpreter: variables Python reads at start need a new process.
-        poolable = slots_needed == 1 and not any(n.startswith(("PYTHON", "LD_")) for n in (env or {}))
+        poolable = one_process and not any(n.startswith(("PYTHON", "LD_")) for n in (env or {}))
         popen = self._pool.take(proc_env, work_dir) if self._pool is not None and poolable else None
         prestarted = popen is not None
         if popen is None:
             popen = subprocess.Popen(
-                self.command_for(slots_needed),
+                list(self.trial_command) if one_process else self.command_for(slots_needed),
                 cwd=work_dir,
                 env=proc_env,
                 stdin=subprocess.DEVNULL,
@@ -175,7 +192,7 @@ class LocalResourceManager:
             )
         readers = [self._reader(trial_id, "stdout", popen.stdout), self._reader(trial_id, "stderr", popen.stderr)]
         self._watch(trial_id, popen)
-        proc = TrialProcess(trial_id, allocation_id, popen, chosen, work_dir, readers)
+        proc = TrialProcess(trial_id, allocation_id, popen, chosen, work_dir, readers, script=script)
         self._processes[allocation_id] = proc
         self._used.update(chosen)
         logger.info("trial %s: started run %s (pid %s%s) on %s slot(s) %s", trial_id, allocation_id, popen.pid,
@@ -232,25 +249,34 @@ class LocalResourceManager:
             if proc.preempt_deadline is not None and now > proc.preempt_deadline and not proc.killed:
                 logger.warning("trial %s did not exit after preemption; killing it", proc.trial_id)
                 self.kill(allocation_id)
+            if proc.kill_deadline is not None and now > proc.kill_deadline:
+                proc.kill_deadline = None
+                logger.warning("trial %s did not exit %.0f s after SIGTERM; SIGKILL", proc.trial_id, TERM_GRACE_S)
+                self._kill_group(proc)
 
     def kill(self, allocation_id: str) -> None:
-        """SIGKILL the run's whole process group."""
+        """SIGKILL the run's whole process group (a script's: SIGTERM first, SIGKILL TERM_GRACE_S later)."""
         proc = self._processes.get(allocation_id)
         if proc is not None and not proc.killed:
             proc.killed = True
-            self._kill_group(proc)
+            if proc.script:
+                proc.kill_deadline = time.monotonic() + TERM_GRACE_S
+                self._kill_group(proc, signal.SIGTERM)
+            else:
+                self._kill_group(proc)
 
     def kill_all(self) -> None:
-        """Kill every run, and the idle prestarted processes (later runs start without them)."""
-        for allocation_id in list(self._processes):
-            self.kill(allocation_id)
+        """SIGKILL every run, and the idle prestarted processes (later runs start without them)."""
+        for proc in list(self._processes.values()):
+            proc.killed = True
+            self._kill_group(proc)
         if self._pool is not None:
             self._pool.close()
 
     @staticmethod
-    def _kill_group(proc: TrialProcess) -> None:
+    def _kill_group(proc: TrialProcess, signum: int = signal.SIGKILL) -> None:
         try:
-            os.killpg(proc.popen.pid, signal.SIGKILL)
+            os.killpg(proc.popen.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
 

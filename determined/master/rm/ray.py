@@ -23,8 +23,10 @@ import dataclasses
 import datetime
 import hashlib
 import ipaddress
+import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -36,7 +38,7 @@ from determined import errors
 from determined.common import env_seconds
 from determined.master.rm import _ray_worker
 from determined.master.rm.base import LogSink
-from determined.master.rm.local import PRESTART_ENV
+from determined.master.rm.local import PRESTART_ENV, TERM_GRACE_S
 
 logger = logging.getLogger("determined.master")
 
@@ -163,9 +165,11 @@ class RayRun:
     slots_needed: int
     master_url: str
     pg: Any
+    script: bool = False  # one harness per node, holding the node's slots of the run (its command starts workers)
     state: str = "pending"  # pending -> placing -> running -> stopping; `exit_code` set when it ended
     ready_ref: Any = None
-    where_ref: Any = None
+    where_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)  # rank -> its `where` call
+    wheres: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # rank -> its answer
     actors: List[Any] = dataclasses.field(default_factory=list)
     rank_nodes: List[str] = dataclasses.field(default_factory=list)  # node id of each rank
     node_ips: List[str] = dataclasses.field(default_factory=list)  # node IP of each rank
@@ -179,6 +183,7 @@ class RayRun:
     preempt_deadline: Optional[float] = None
     killed: bool = False
     stop_deadline: Optional[float] = None
+    term_deadline: Optional[float] = None  # a killed script's run: SIGKILL after SIGTERM when this passes
     chief_done_at: Optional[float] = None
     exit_code: Optional[int] = None
     reused: bool = False  # its placement group and actors are a finished run's
@@ -406,11 +411,13 @@ class RayResourceManager:
         return {"CPU": self.cpus_per_slot}
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str, env: Optional[Mapping[str, str]] = None) -> RayRun:
+               master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False) -> RayRun:
         """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed.
 
-        `env`: the experiment's own environment variables (the platform's DET_* variables win over them)."""
-        run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None)
+        `env`: the experiment's own environment variables (the platform's DET_* variables win over them). A
+        `script` run starts one harness per node (on the node's first actor), which holds that node's slots."""
+        run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None,
+                     script=script)
         run.user_env = dict(env or {})
         pool = next((p for p in self._idle if len(p.actors) == slots_needed
                      and not any(node in self._dead for node in p.rank_nodes)), None)
@@ -419,7 +426,7 @@ class RayResourceManager:
             run.pg, run.actors, run.rank_nodes, run.node_ips, run.slots = (
                 pool.pg, pool.actors, pool.rank_nodes, pool.node_ips, pool.slots)
             run.reused = True
-            run.where_ref = self._watch(run.actors[0].where.remote())
+            self._ask_where(run)
             run.state = "placing"
             self._runs[allocation_id] = run
             logger.info("trial %s: run %s reuses the placement group and actors of a finished run on %s %s slot(s)",
@@ -489,11 +496,49 @@ class RayResourceManager:
             run.rank_nodes.append(node)
             run.node_ips.append(ip)
             run.slots.append(f"{ip}/{bundle}")
-        run.where_ref = self._watch(run.actors[0].where.remote())
+        self._ask_where(run)
         run.state = "placing"
 
+    def _ask_where(self, run: RayRun) -> None:
+        """Ask rank 0 (a script run: every rank, for the GPUs of each node) where it is."""
+        ranks = range(len(run.actors)) if run.script else [0]
+        run.wheres = {}
+        run.where_refs = {rank: self._watch(run.actors[rank].where.remote()) for rank in ranks}
+
+    def _containers(self, run: RayRun) -> List[List[int]]:
+        """The ranks of each node of the run, in node order: one container per node, as Determined's agents."""
+        containers: Dict[str, List[int]] = {}
+        for rank, node in enumerate(run.rank_nodes):
+            containers.setdefault(node, []).append(rank)
+        return list(containers.values())
+
+    def _container_env(self, run: RayRun, container: int, containers: List[List[int]]) -> Dict[str, str]:
+        """What a node's harness knows of the run's containers (DET_CONTAINER_*), and its own slots and GPUs."""
+        ranks = containers[container]
+        env = {
+            "DET_SLOT_IDS": json.dumps(ranks),
+            "DET_AGENT_ID": run.rank_nodes[ranks[0]],
+            "DET_CONTAINER_ADDRS": json.dumps([run.node_ips[c[0]] for c in containers]),
+            "DET_CONTAINER_RANK": str(container),
+            "DET_CONTAINER_SLOT_COUNTS": json.dumps([len(c) for c in containers]),
+        }
+        if run.script:
+            chief = run.wheres.get(0) or {}
+            env["C10D_PORT"] = str((chief.get("ports") or [29400])[0])  # torch's rendezvous on the chief's node
+            env["DET_CHIEF_PORT"] = str((chief.get("ports") or [0, 12360])[1])
+            if self.slots.kind == "gpu":
+                gpus = [g for rank in ranks for g in (run.wheres.get(rank) or {}).get("gpu_ids", [])]
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        return env
+
     def _start(self, run: RayRun, chief: Dict[str, Any]) -> None:
-        """Rank 0 told its address and ports: start every rank's trial process and its log long-poll."""
+        """Rank 0 told its address and ports: start every rank's trial process and its log long-poll (a script
+        run: one process per node, on the node's first rank)."""
+        if run.script:
+            self._start_containers(run)
+            return
+        containers = self._containers(run)
+        container_of = {rank: i for i, ranks in enumerate(containers) for rank in ranks}
         size = run.slots_needed
         local_sizes: Dict[str, int] = {}
         for node in run.rank_nodes:
@@ -512,6 +557,7 @@ class RayResourceManager:
                 "DET_SESSION_TOKEN": run.token,
                 "DET_RAY_NODE_ID": node,
                 "DET_RAY_NODE_IP": run.node_ips[rank],
+                **self._container_env(run, container_of[rank], containers),
             }
             if size > 1:
                 env.update({
@@ -538,8 +584,39 @@ class RayResourceManager:
                     run.allocation_id, ", ".join(f"{ip} ({n[:8]})" for ip, n in zip(run.node_ips, run.rank_nodes)),
                     run.master_url)
 
+    def _start_containers(self, run: RayRun) -> None:
+        containers = self._containers(run)
+        for container, ranks in enumerate(containers):
+            leader = ranks[0]
+            for rank in ranks[1:]:  # they hold their slot for the leader's process: nothing to run
+                run.exit_codes[rank] = 0
+            env = {
+                "OMP_NUM_THREADS": str(max(1, int(self.cpus_per_slot * len(ranks)))),
+                **run.user_env,  # the experiment's variables; the platform's own below win
+                "DET_MASTER": run.master_url,
+                "DET_TRIAL_ID": str(run.trial_id),
+                "DET_EXPERIMENT_ID": str(run.experiment_id),
+                "DET_ALLOCATION_ID": run.allocation_id,
+                "DET_SESSION_TOKEN": run.token,
+                "DET_RAY_NODE_ID": run.rank_nodes[leader],
+                "DET_RAY_NODE_IP": run.node_ips[leader],
+                **self._container_env(run, container, containers),
+            }
+            self._log(run, leader, "stdout",
+                      f"[ray] run {run.allocation_id}: rank {leader} on node {run.node_ips[leader]} (node id "
+                      f"{run.rank_nodes[leader]}) runs container {container} of {len(containers)} with "
+                      f"{len(ranks)} slot(s)", time.time())
+            actor = run.actors[leader]
+            run.start_refs[leader] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command))
+            run.drain_refs[leader] = self._watch(actor.drain.remote(DRAIN_WAIT_S, run.allocation_id))
+        run.state = "running"
+        logger.info("trial %s: run %s started on Ray node(s) %s in %d container(s); it reaches the master at %s",
+                    run.trial_id, run.allocation_id, ", ".join(sorted(set(run.node_ips))), len(containers),
+                    run.master_url)
+
     def _log(self, run: RayRun, rank: int, stream: str, line: str, ts: float) -> None:
-        prefix = f"[rank {rank}] " if run.slots_needed > 1 else ""
+        # A script's own launcher prefixes its workers' lines with their ranks (determined.launch.wrap_rank).
+        prefix = f"[rank {rank}] " if run.slots_needed > 1 and not run.script else ""
         self.log_sink(run.trial_id, _utc(ts), stream, prefix + line)
 
     def _lost(self, run: RayRun, rank: int, why: str) -> None:
@@ -555,8 +632,8 @@ class RayResourceManager:
         for run in self._runs.values():
             if run.ready_ref is not None:
                 pending[run.ready_ref] = (run, "ready", 0)
-            if run.where_ref is not None:
-                pending[run.where_ref] = (run, "where", 0)
+            for rank, ref in run.where_refs.items():
+                pending[ref] = (run, "where", rank)
             for kind, refs in (("start", run.start_refs), ("drain", run.drain_refs), ("kill", run.kill_refs)):
                 for rank, ref in refs.items():
                     pending[ref] = (run, kind, rank)
@@ -582,9 +659,10 @@ class RayResourceManager:
                                      run.allocation_id, e)
                         run.exit_codes[0] = 127
             elif kind == "where":
-                run.where_ref = None
-                if run.state == "placing":
-                    self._start(run, value)
+                run.where_refs.pop(rank, None)
+                run.wheres[rank] = value
+                if run.state == "placing" and not run.where_refs:
+                    self._start(run, run.wheres[0])
             elif kind == "start":
                 del run.start_refs[rank]
                 if rank == 0:
@@ -608,7 +686,7 @@ class RayResourceManager:
         if kind == "ready":
             run.ready_ref = None
         if kind == "where":
-            run.where_ref = None
+            run.where_refs.clear()
         text = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
         if kind == "where" and run.reused and run.state == "placing" and not run.killed:
             # A kept actor died while it waited: this run gets a new placement group, not a failure.
@@ -646,19 +724,25 @@ class RayResourceManager:
                 self._stop(run)
         if failed and run.state == "running":
             self._stop(run)
+        if run.state == "stopping" and run.term_deadline is not None and now > run.term_deadline:
+            logger.warning("trial %s did not exit %.0f s after SIGTERM; SIGKILL", run.trial_id, TERM_GRACE_S)
+            self._stop(run)
         if run.state == "stopping" and run.stop_deadline is not None and now > run.stop_deadline:
             for rank in range(run.slots_needed):
                 self._lost(run, rank, "it did not report its exit after being killed")
             failed = [code for code in run.exit_codes.values() if code != 0]
             self._finish(run, failed[0] if failed else 0)
 
-    def _stop(self, run: RayRun) -> None:
-        """SIGKILL the process groups of the ranks that still run; their exits come through the drains."""
+    def _stop(self, run: RayRun, signum: int = signal.SIGKILL) -> None:
+        """Signal the process groups of the ranks that still run (SIGKILL; SIGTERM gets SIGKILL TERM_GRACE_S
+        later); their exits come through the drains."""
         run.state = "stopping"
-        run.stop_deadline = time.monotonic() + STOP_GRACE_S
+        grace = TERM_GRACE_S if signum == signal.SIGTERM else 0.0
+        run.term_deadline = time.monotonic() + grace if grace else None
+        run.stop_deadline = time.monotonic() + grace + STOP_GRACE_S
         for rank, actor in enumerate(run.actors):
             if rank not in run.exit_codes:
-                run.kill_refs[rank] = actor.kill_group.remote()
+                run.kill_refs[rank] = actor.kill_group.remote(int(signum))
 
     def _release(self, pg: Any, actors: Sequence[Any]) -> None:
         """Kill the actors and remove the placement group."""
@@ -728,20 +812,26 @@ class RayResourceManager:
                 self.kill(allocation_id)
 
     def kill(self, allocation_id: str) -> None:
-        """SIGKILL the run's process groups (through its actors); then its actors and placement group go."""
+        """SIGKILL the run's process groups (a script's: SIGTERM first, SIGKILL TERM_GRACE_S later), through its
+        actors; then its actors and placement group go."""
         run = self._runs.get(allocation_id)
-        if run is None or run.killed or run.exit_code is not None:
+        if run is not None:
+            self._kill(run, signal.SIGTERM if run.script else signal.SIGKILL)
+
+    def _kill(self, run: RayRun, signum: int) -> None:
+        if run.killed or run.exit_code is not None:
             return
         run.killed = True
         if run.state == "running":
-            self._stop(run)
+            self._stop(run, signum)
         else:
             self._decide(run)
 
     def kill_all(self) -> None:
+        """SIGKILL every run (scripts too: the master is going away)."""
         self._release_idle()
-        for allocation_id in list(self._runs):
-            self.kill(allocation_id)
+        for run in list(self._runs.values()):
+            self._kill(run, signal.SIGKILL)
 
 
 def make_factory(**options: Any) -> Any:
