@@ -162,6 +162,11 @@ class _Experiment:
             if reason is not None:
                 return STOPPED, reason
             if self.full is not None:
+                ops = self.ops.get(trial.id)
+                reached = max(ops.completed) if ops is not None and ops.completed else 0
+                if reached < self.full:  # a script's trial ends with its process (exit code 0), wherever it got
+                    return COMPLETED, (f"its process ended after {trial.total_batches} batches, before the "
+                                       f"{self.full} {self.unit} the searcher asked for")
                 return COMPLETED, f"trained the full length ({self.full} {self.unit})"
             return COMPLETED, None
         if state == "ERROR":

@@ -94,7 +94,7 @@ def test_commands_run_in_the_model_dir_with_the_trials_interpreter_and_environme
     runs = [line.split(" run ")[1].split()[0] for line in lines if line.startswith(f"check: trial {trial['id']} ")]
     assert runs == ["1", "2"]  # DET_TRIAL_RUN_ID counts the runs
     assert any("the entrypoint command exited with status 3" in line for line in lines)
-    assert any("failed (exit code 3): restart 1 of 1" in line for line in lines)
+    assert any("failed with exit code 3; restart 1 of 1" in line for line in lines)
 
 
 def test_a_killed_script_gets_sigterm(platform: Tuple[Session, Dict[str, int]]) -> None:
