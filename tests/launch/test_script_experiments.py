@@ -79,6 +79,8 @@ def test_commands_run_in_the_model_dir_with_the_trials_interpreter_and_environme
     session, experiments = platform
     done, failed = ended(session, experiments["listed"]), ended(session, experiments["failing"])
     assert done["experiment"]["state"] == "COMPLETED" and done["trials"][0]["state"] == "COMPLETED"
+    # the script ended before the searcher's length: its status says so (not "trained the full length")
+    assert done["trials"][0]["status_reason"].startswith("its process ended after 0 batches, before the 1 ")
     trial_id = done["trials"][0]["id"]
     text = "\n".join(logs(session, trial_id))
     assert (f"check: interpreter {sys.executable} args ['an argument', '--flag'] files ['check.py', "
