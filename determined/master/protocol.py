@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 import determined
-from determined.master import names, registry, states
+from determined.master import names, registry, states, trial_notes
 from determined.master.db import Checkpoint, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics, utcnow
 from determined.master.experiment import (
     _better,
@@ -85,6 +85,7 @@ def complete_operation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dic
                                   f"but a completion for {length} batches was reported")
     op.completed = True
     trial.total_batches = max(trial.total_batches, length)
+    trial.end_time = utcnow()  # the end of its training, unless the search method gives it more work
     exp = get_experiment(s, trial.experiment_id)
     feed_searcher(s, exp, [("validation_completed", {"request_id": trial.request_id, "metric": metric, "length": op.length})])
     return {}
@@ -207,6 +208,8 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     if exp.best_validation is None or _better(value, exp.best_validation, smaller):
         exp.best_validation = value
         exp.best_trial_id = trial.id
+    best = " (the best of the experiment so far)" if is_best else ""
+    trial_notes.note(s, trial.id, f"validation at batch {steps}: {trial_notes.metrics_text(metrics)}{best}")
     return {"is_best": bool(is_best)}
 
 
@@ -236,6 +239,7 @@ def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     latest = latest_own_checkpoint(s, trial.id)
     trial.latest_checkpoint_uuid = latest.uuid if latest is not None else uuid
     trial.total_batches = max(trial.total_batches, steps)
+    trial_notes.note(s, trial.id, trial_notes.checkpoint_text(uuid, steps, resources, now))
     return {}
 
 

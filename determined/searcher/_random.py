@@ -3,7 +3,7 @@ import abc
 from typing import Any, Dict, List, Set
 
 from determined.searcher._context import SearchContext
-from determined.searcher._method import ExitedReason, SearchMethod
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
 
@@ -78,14 +78,21 @@ class FixedTrialsSearch(SearchMethod):
             ops.append(Shutdown())
         return ops
 
-    def progress(self) -> float:
+    def progress(self, trained: Trained = None) -> float:
         if not self.total:
             return 0.0
-        done = self.closed * self.max_length
+        done = float(self.closed * self.max_length)
         for request_id in self.open:
-            done += self.max_length if request_id in self.exited else min(self.validated.get(request_id, 0),
-                                                                           self.max_length)
-        return done / float(self.total * self.max_length)
+            if request_id in self.exited:
+                done += self.max_length
+            else:
+                reached = max(self.validated.get(request_id, 0), (trained or {}).get(request_id, 0))
+                done += min(reached, self.max_length)
+        progress = done / float(self.total * self.max_length)
+        # every trial created and reported (trained and validated, or exited): the search is as good as done
+        finished = self.created >= self.total and all(
+            rid in self.exited or self.validated.get(rid, 0) >= self.max_length for rid in self.open)
+        return progress if finished else min(PROGRESS_BEFORE_SHUTDOWN, progress)
 
     def snapshot(self) -> Dict[str, Any]:
         return {
