@@ -30,10 +30,14 @@ install-dev: $(STAMP_DEV)
 demo: $(STAMP_RUN)
 	$(BIN)/det experiment create examples/digits_pytorch/random.yaml examples/digits_pytorch
 
+# Test workers (pytest-xdist); a module's tests stay on one worker, so its module-scoped servers are started once.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadscope
+
 ## test: the whole suite on SQLite, then the master, client SDK, server and auth tests again on PostgreSQL
 test: $(STAMP_DEV)
-	$(BIN)/python -m pytest -q
-	DET_TEST_DB=postgres $(BIN)/python -m pytest -q -p tests._postgres tests/master tests/client tests/server tests/auth
+	$(BIN)/python -m pytest -q $(XDIST)
+	DET_TEST_DB=postgres $(BIN)/python -m pytest -q $(XDIST) -p tests._postgres tests/master tests/client tests/server tests/auth
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/pytorch_overhead.py
