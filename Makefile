@@ -9,7 +9,7 @@ STAMP_DEV := $(VENV)/.installed-dev
 # Another release: make TORCH='torch==2.14.1' ...
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load bench-bookkeeping clean
+.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load bench-bookkeeping bench-cli clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,14 @@ install-dev: $(STAMP_DEV)
 demo: $(STAMP_RUN)
 	$(BIN)/det experiment create examples/digits_pytorch/random.yaml examples/digits_pytorch
 
+# Test workers (pytest-xdist); a module's tests stay on one worker, so its module-scoped servers are started once.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadscope
+
 ## test: the whole suite on SQLite, then the master, client SDK, server and auth tests again on PostgreSQL
 test: $(STAMP_DEV)
-	$(BIN)/python -m pytest -q
-	DET_TEST_DB=postgres $(BIN)/python -m pytest -q -p tests._postgres tests/master tests/client tests/server tests/auth
+	$(BIN)/python -m pytest -q $(XDIST)
+	DET_TEST_DB=postgres $(BIN)/python -m pytest -q $(XDIST) -p tests._postgres tests/master tests/client tests/server tests/auth
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/pytorch_overhead.py
@@ -50,6 +54,9 @@ bench-ddp: $(STAMP_DEV)
 
 bench-load: $(STAMP_DEV)
 	$(BIN)/python benchmarks/master_load.py
+
+bench-cli: $(STAMP_RUN)
+	$(BIN)/python benchmarks/cli_latency.py
 
 bench-bookkeeping: $(STAMP_DEV)
 	$(BIN)/python -m pip install -q -r benchmarks/requirements-bookkeeping.txt

@@ -1,54 +1,75 @@
-"""Output helpers: rich tables for people, stable JSON for programs."""
-import datetime
+"""Output helpers: text tables for people (fitted to the terminal, see _table.py), stable JSON for programs.
+
+Light on purpose: read commands import this and nothing of the server stack or of rich.
+"""
 import json
-import sys
-from typing import Any, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from rich.console import Console
-from rich.table import Table
+from determined.common.table import HPARAM, KEY, NUMBER, TEXT, Column, print_table
+from determined.common.formats import escape_control, fmt_bytes, fmt_duration, fmt_number, fmt_time
 
-console = Console() if sys.stdout.isatty() else Console(width=200)
+__all__ = ["HPARAM", "KEY", "NUMBER", "TEXT", "Column", "csv_rows", "fmt_bytes", "fmt_duration", "fmt_metric",
+           "fields", "fmt_time", "metrics_text", "print_json", "print_table", "say", "table"]
 
 
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None) -> None:
-    t = Table(title=title, title_justify="left")
-    for h in headers:
-        t.add_column(h)
-    for row in rows:
-        t.add_row(*["" if v is None else str(v) for v in row])
-    console.print(t)
+def say(text: str) -> None:
+    """Print a line that holds text users typed (names, descriptions), with control characters escaped."""
+    print(escape_control(text))
 
 
-def fmt_time(value: Optional[str]) -> str:
-    if not value:
-        return ""
-    try:
-        return datetime.datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return value
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None,
+          empty: Optional[str] = None) -> None:
+    """A table whose columns of numbers are NUMBER columns and the others TEXT."""
+    rows = [list(r) for r in rows]
+    columns = []
+    for i, header in enumerate(headers):
+        values = [r[i] for r in rows if r[i] not in (None, "")]
+        numeric = bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        columns.append(Column(header, NUMBER if numeric else TEXT))
+    print_table(columns, rows, title=title, empty=empty)
+
+
+def fields(pairs: Sequence[Tuple[str, Any]], title: Optional[str] = None) -> None:
+    """One object's fields, one per line (`Name   value`), long values wrapped to the terminal."""
+    import textwrap
+
+    from determined.common.table import cell_text, terminal_width
+
+    if title:
+        print(escape_control(title))
+    pairs = [(k, v) for k, v in pairs if v not in (None, "")]
+    key_width = max((len(k) for k, _ in pairs), default=0)
+    width = terminal_width()
+    for key, value in pairs:
+        text = cell_text(value)
+        if width and key_width + 2 + len(text) > width and width > key_width + 22:
+            lines = textwrap.wrap(text, width - key_width - 2) or [""]
+        else:
+            lines = [text]
+        print(f"{key:<{key_width}}  {lines[0]}")
+        for line in lines[1:]:
+            print(" " * (key_width + 2) + line)
 
 
 def fmt_metric(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return "" if value is None else str(value)
+    return fmt_number(value)
 
 
-def metrics_text(metrics: Optional[dict]) -> str:
+def metrics_text(metrics: Optional[Dict[str, Any]]) -> str:
     if not metrics:
         return ""
-    return ", ".join(f"{k}={fmt_metric(v)}" for k, v in sorted(metrics.items()))
+    return ", ".join(f"{k}={fmt_number(v)}" for k, v in sorted(metrics.items()))
 
 
 def csv_rows(headers: List[str], rows: Iterable[Sequence[Any]]) -> None:
     import csv
     import sys
 
-    w = csv.writer(sys.stdout)
+    w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(headers)
     for r in rows:
-        w.writerow(["" if v is None else v for v in r])
+        w.writerow(["" if v is None else escape_control(v) if isinstance(v, str) else v for v in r])

@@ -4,8 +4,6 @@ import json
 from typing import Any, Dict
 
 from determined.cli import _render
-from determined.experimental import _connect
-from determined.experimental.client import Checkpoint, Determined
 
 
 def json_text(value: Any) -> str:
@@ -17,27 +15,31 @@ def versions_text(c: Dict[str, Any]) -> str:
 
 
 def describe(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect
+
     c = _connect.read_session(args.master).get(f"/checkpoints/{args.uuid}")["checkpoint"]
     if args.json:
         _render.print_json(c)
         return 0
     size = sum((c.get("resources") or {}).values())
-    _render.table(
-        ["UUID", "Experiment", "Trial", "Batch", "State", "Framework", "Format", "Size", "Validation metrics",
-         "Model versions"],
-        [[c["uuid"], c["experiment_id"], c["trial_id"], c["steps_completed"], c["state"], c.get("framework"),
-          c.get("format"), f"{size / 2**20:.2f} MiB", _render.metrics_text(c.get("validation_metrics")),
-          versions_text(c)]],
-    )
+    _render.fields([
+        ("UUID", c["uuid"]), ("Experiment", c["experiment_id"]), ("Trial", c["trial_id"]),
+        ("Batch", c["steps_completed"]), ("State", c["state"]), ("Framework", c.get("framework")),
+        ("Format", c.get("format")), ("Size", _render.fmt_bytes(size)), ("Saved", _render.fmt_time(c.get("end_time"))),
+        ("Validation metrics", _render.metrics_text(c.get("validation_metrics"))),
+        ("Model versions", versions_text(c)),
+    ])
     if c.get("metadata"):
+        print()
         _render.table(["Key", "Value"], sorted((k, json_text(v)) for k, v in c["metadata"].items()),
                       title="Metadata")
     if c.get("resources"):
+        print()
         _render.table(["File", "Bytes"], sorted((c.get("resources") or {}).items()), title="Files")
     return 0
 
 
-def print_downloaded(checkpoint: Checkpoint, path: str, quiet: bool) -> None:
+def print_downloaded(checkpoint: Any, path: str, quiet: bool) -> None:
     if quiet:
         print(path)
     else:
@@ -46,6 +48,8 @@ def print_downloaded(checkpoint: Checkpoint, path: str, quiet: bool) -> None:
 
 
 def download(args: argparse.Namespace) -> int:
+    from determined.experimental.client import Determined
+
     checkpoint = Determined(args.master).get_checkpoint(args.uuid)
     print_downloaded(checkpoint, checkpoint.download(args.output_dir), args.quiet)
     return 0

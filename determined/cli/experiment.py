@@ -5,19 +5,20 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from determined import config as det_config, errors
+from determined import errors
 from determined.cli import _render
-from determined.cli.checkpoint import print_downloaded, versions_text
-from determined.experimental import _connect, _follow, _native, _run
-from determined.experimental.client import Determined, _ranking
-
+from determined.common.formats import duration_between, fmt_duration
 
 def _load_raw(path: str) -> Dict[str, Any]:
+    from determined import config as det_config
+
     return det_config.load_config_file(path)
 
 
 def _print_notes(raw: Dict[str, Any]) -> None:
     """One line per config field that has no effect here (an invalid config is reported by the command)."""
+    from determined import config as det_config
+
     try:
         canonical = det_config.load_experiment_config(raw)
     except det_config.InvalidExperimentConfig:
@@ -28,6 +29,8 @@ def _print_notes(raw: Dict[str, Any]) -> None:
 
 def _apply_cpu_slots(args: argparse.Namespace) -> None:
     """--cpu-slots N: the CPU slots of the master this command starts (DET_CPU_SLOTS for it)."""
+    from determined.experimental import _connect
+
     if getattr(args, "cpu_slots", None) is None:
         return
     if args.cpu_slots < 1:
@@ -41,6 +44,8 @@ def _apply_cpu_slots(args: argparse.Namespace) -> None:
 
 
 def create(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect, _native, _run
+
     _apply_cpu_slots(args)
     raw = _load_raw(args.config_file)
     _print_notes(raw)
@@ -62,6 +67,7 @@ def create(args: argparse.Namespace) -> int:
 
 def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
     from determined import _execution
+    from determined.experimental import _run
 
     canonical = _run.validate_config(raw)
     from determined.common import context as det_context
@@ -88,37 +94,79 @@ def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
     return 0
 
 
-def _summary_row(e: Dict[str, Any]) -> list:
+def _title(e: Dict[str, Any]) -> str:
+    """The experiment's name (config `name`, 0.16+) or its description."""
+    return str(e.get("name") or (e.get("config") or {}).get("name") or e.get("description") or "")
+
+
+def _unrun(e: Dict[str, Any], info: Dict[str, Any]) -> bool:
+    """An experiment that should be running (ACTIVE or stopping) but that no master runs: the command that ran it
+    in the foreground ended (Ctrl-C under `| tee`, a closed terminal)."""
+    return not info.get("scheduler", True) and e["state"] in ("ACTIVE", "STOPPING_CANCELED", "STOPPING_COMPLETED",
+                                                              "STOPPING_ERROR")
+
+
+_SUMMARY = [_render.Column("ID", _render.KEY, align="right"), _render.Column("State", _render.KEY),
+            _render.Column("Progress", _render.NUMBER), _render.Column("Trials", _render.NUMBER, drop=3),
+            _render.Column("Searcher", _render.TEXT, drop=2), _render.Column("Best", _render.NUMBER),
+            _render.Column("Started", _render.NUMBER, drop=4, align="left"),
+            _render.Column("Duration", _render.NUMBER, drop=1), _render.Column("Name", _render.TEXT)]
+
+
+def _summary_row(e: Dict[str, Any], unrun: bool = False) -> list:
     return [
         e["id"],
-        e["state"],
+        e["state"] + ("!" if unrun else ""),
         f"{(e.get('progress') or 0) * 100:.0f}%",
         e.get("num_trials", 0),
         e["config"]["searcher"]["name"],
-        _render.fmt_metric(e.get("best_validation")),
+        e.get("best_validation"),
         _render.fmt_time(e.get("start_time")),
-        _render.fmt_time(e.get("end_time")),
-        e.get("name") or e.get("description", ""),
+        fmt_duration(duration_between(e.get("start_time"), e.get("end_time"))),
+        _title(e),
     ]
 
 
+def _unrun_note(ids: List[int]) -> List[str]:
+    from determined.common.table import terminal_width, wrap
+
+    if not ids:
+        return []
+    which = ", ".join(map(str, ids))
+    return wrap(f"! no master runs experiment{'s' if len(ids) > 1 else ''} {which} (the command that ran "
+                f"{'them' if len(ids) > 1 else 'it'} ended); resume with: det experiment activate {ids[0]}",
+                terminal_width())
+
+
 def list_experiments(args: argparse.Namespace) -> int:
-    exps = _connect.read_session(args.master).get("/experiments")["experiments"]
+    from determined.experimental import _connect
+
+    session = _connect.read_session(args.master)
+    exps = session.get("/experiments")["experiments"]
+    archived = sum(1 for e in exps if e.get("archived"))
     if not args.all:
         exps = [e for e in exps if not e.get("archived")]
     if args.json:
         _render.print_json(exps)
         return 0
-    headers = ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Name"]
-    rows = [_summary_row(e) for e in exps]
-    if args.csv:
-        _render.csv_rows(headers, rows)
-    else:
-        _render.table(headers, rows)
+    if args.csv:  # for programs: the states as stored
+        _render.csv_rows([c.header for c in _SUMMARY], [_summary_row(e) for e in exps])
+        return 0
+    info = session.get("/master/info")
+    rows = [_summary_row(e, _unrun(e, info)) for e in exps]
+    if not exps:
+        print("No experiments" + (f" (and {archived} archived: det experiment list --all)." if archived else
+                                  " yet. Create one with: det experiment create CONFIG_FILE MODEL_DIR"))
+        return 0
+    _render.print_table(_SUMMARY, rows)
+    for line in _unrun_note([e["id"] for e in exps if _unrun(e, info)]):
+        print(line)
     return 0
 
 
 def describe(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect, _follow
+
     session = _connect.read_session(args.master)
     descs = [session.get(f"/experiments/{i}") for i in args.experiment_ids]
     if args.json:
@@ -130,36 +178,54 @@ def describe(args: argparse.Namespace) -> int:
             out.append(item)
         _render.print_json(out[0] if len(out) == 1 else out)
         return 0
+    info = session.get("/master/info")
     for d in descs:
         e = d["experiment"]
-        _render.table(
-            ["ID", "State", "Progress", "Trials", "Searcher", "Best", "Start", "End", "Name"], [_summary_row(e)]
-        )
-        _render.console.print(_follow.trials_table(e, d["trials"], title="Trials"))
+        _render.print_table(_SUMMARY, [_summary_row(e, _unrun(e, info))])
+        for line in _unrun_note([e["id"]] if _unrun(e, info) else []):
+            print(line)
+        print()
+        _follow.print_trials(e, d["trials"], title="Trials")
         if args.metrics:
             for t in d["trials"]:
                 td = session.get(f"/trials/{t['id']}")
                 rows = [[v["steps_completed"], _render.metrics_text(v["metrics"])] for v in td["validation_metrics"]]
-                _render.table(["Batches", "Validation metrics"], rows, title=f"Trial {t['id']}")
+                print()
+                _render.table(["Batches", "Validation metrics"], rows, title=f"Trial {t['id']}",
+                              empty="No validations yet.")
     return 0
 
 
 def list_trials(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect, _follow
+
     d = _connect.read_session(args.master).get(f"/experiments/{args.experiment_id}")
     if args.json:
         _render.print_json(d["trials"])
         return 0
-    _render.console.print(_follow.trials_table(d["experiment"], d["trials"]))
+    _follow.print_trials(d["experiment"], d["trials"])
     return 0
 
 
+def _checkpoint_columns(metric: str) -> List[_render.Column]:
+    return [_render.Column("Trial", _render.NUMBER), _render.Column("Batch", _render.NUMBER),
+            _render.Column("State", _render.TEXT), _render.Column(f"Validation {metric}", _render.NUMBER),
+            _render.Column("UUID", _render.KEY), _render.Column("Size", _render.NUMBER, drop=2),
+            _render.Column("Model versions", _render.TEXT, drop=1)]
+
+
 def _checkpoint_rows(checkpoints: List[Dict[str, Any]], metric: str) -> List[List[Any]]:
-    return [[c["trial_id"], c["steps_completed"], c["state"],
-             _render.fmt_metric((c.get("validation_metrics") or {}).get(metric)), c["uuid"],
-             f"{sum((c.get('resources') or {}).values()) / 2**20:.2f} MiB", versions_text(c)] for c in checkpoints]
+    from determined.cli.checkpoint import versions_text
+
+    return [[c["trial_id"], c["steps_completed"], c["state"], (c.get("validation_metrics") or {}).get(metric),
+             c["uuid"], _render.fmt_bytes(sum((c.get("resources") or {}).values())), versions_text(c)]
+            for c in checkpoints]
 
 
 def list_checkpoints(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect
+    from determined.experimental.client import _ranking
+
     if args.best is not None and args.best < 1:
         raise errors.DeterminedError(f"--best must be a positive number of checkpoints, not {args.best}")
     session = _connect.read_session(args.master)
@@ -171,8 +237,9 @@ def list_checkpoints(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(checkpoints)
         return 0
-    headers = ["Trial", "Batch", "State", f"Validation {metric}", "UUID", "Size", "Model versions"]
-    _render.table(headers, _checkpoint_rows(checkpoints, metric))
+    empty = (f"No validated checkpoints with {metric} yet." if args.best is not None else
+             "No checkpoints yet: trials checkpoint at validations (checkpoint_policy) and every min_checkpoint_period.")
+    _render.print_table(_checkpoint_columns(metric), _checkpoint_rows(checkpoints, metric), empty=empty)
     return 0
 
 
@@ -188,6 +255,9 @@ def _smaller_is_better(text: Optional[str]) -> Optional[bool]:
 
 
 def download(args: argparse.Namespace) -> int:
+    from determined.cli.checkpoint import print_downloaded
+    from determined.experimental.client import Determined
+
     if args.top_n < 1:
         raise errors.DeterminedError(f"--top-n must be a positive number of checkpoints, not {args.top_n}")
     if args.smaller_is_better is not None and args.sort_by is None:
@@ -223,13 +293,15 @@ def set_gc_policy(args: argparse.Namespace) -> int:
     for field, value in policy.items():
         if value < 0:
             raise errors.DeterminedError(f"--{field.replace('_', '-')} must be 0 or more, not {value}")
+    from determined.experimental import _connect
+
     session = _connect.read_session(args.master)
     exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
     preview = session.get(f"/experiments/{args.experiment_id}/preview_gc", policy)
     metric = exp["searcher_metric"]
     if preview["delete"]:
-        _render.table(["Trial", "Batch", "State", f"Validation {metric}", "UUID", "Size", "Model versions"],
-                      _checkpoint_rows(preview["delete"], metric), title="Checkpoints that would be deleted")
+        _render.print_table(_checkpoint_columns(metric), _checkpoint_rows(preview["delete"], metric),
+                            title="Checkpoints that would be deleted")
     else:
         print("No checkpoints would be deleted.")
     if not args.yes and not _confirm(
@@ -249,6 +321,8 @@ def set_gc_policy(args: argparse.Namespace) -> int:
 
 def _action(name: str):
     def run(args: argparse.Namespace) -> int:
+        from determined.experimental import _connect
+
         session = _connect.read_session(args.master)
         exp = session.post(f"/experiments/{args.experiment_id}/{name}")["experiment"]
         if name in ("archive", "unarchive"):
@@ -261,22 +335,27 @@ def _action(name: str):
 
 
 WAIT_EXIT_CODES = {"COMPLETED": 0, "ERROR": 1}
+TERMINAL_STATES = ("COMPLETED", "CANCELED", "ERROR", "DELETED")
 
 
 def wait(args: argparse.Namespace) -> int:
     """Poll until the experiment ends; exit 0 when COMPLETED, 1 on ERROR, 2 when CANCELED (or otherwise ended)."""
     if args.polling_interval <= 0:
         raise errors.DeterminedError(f"--polling-interval must be a positive number of seconds, not {args.polling_interval}")
+    from determined.experimental import _connect
+
     session = _connect.read_session(args.master)
     while True:
         exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
-        if exp["state"] in _follow.TERMINAL_STATES:
+        if exp["state"] in TERMINAL_STATES:
             print(f"Experiment {exp['id']} ended: {exp['state']}", flush=True)
             return WAIT_EXIT_CODES.get(exp["state"], 2)
         time.sleep(args.polling_interval)
 
 
 def activate(args: argparse.Namespace) -> int:
+    from determined.experimental import _run
+
     desc = _run.activate_experiment(args.experiment_id, master=args.master)
     return _run.exit_code_for(desc)
 
@@ -318,7 +397,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lc = s.add_parser("list-checkpoints", aliases=["lc"], help="list the checkpoints of an experiment")
     lc.add_argument("experiment_id", type=int)
     lc.add_argument("--best", type=int, default=None, metavar="N",
-                    help="only the N best checkpoints by the searcher metric (validated checkpoints only)")
+                    help="only the N best checkpoints by the searcher metric, best first (validated checkpoints only; "
+                         "several may come from one trial)")
     lc.add_argument("--json", action="store_true")
     lc.set_defaults(func=list_checkpoints)
 

@@ -1,20 +1,36 @@
-"""The `det` command line."""
+"""The `det` command line.
+
+Thin on purpose: building the parser imports only argparse and the command modules, whose own imports happen
+when a command runs, so `det --help` and the read commands start fast (benchmarks/cli_latency.py).
+"""
 import argparse
 import os
 import sys
-from typing import List, NoReturn, Optional
+from typing import Any, List, NoReturn, Optional
 
 import determined
 from determined import errors
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors print the usage and "Error: ..." and exit 1, like every other bad input."""
+    """Usage errors print the usage and "Error: ..." and exit 1, like every other bad input; a misspelled
+    command or choice gets "did you mean ...?"."""
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[override]
         self.print_usage(sys.stderr)
         print(f"Error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(1)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        from determined.config.suggest import did_you_mean
+
+        names = [c for c in choices if isinstance(c, str)]
+        shown = ", ".join(sorted(n for n in names if len(n) > 1 or len(names) < 8))
+        raise argparse.ArgumentError(
+            action, f"invalid choice: {value!r}{did_you_mean(str(value), names)}; choose from {shown}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="run this command as USER (default: $DET_USER, else the last `det user login`, else "
                              "'determined')")
     parser.add_argument("-v", "--version", action="version", version=f"det {determined.__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     experiment.add_parser(sub)
     trial.add_parser(sub)
     checkpoint.add_parser(sub)
@@ -42,7 +58,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _print_error(e: BaseException) -> None:
-    print(f"Error: {e}", file=sys.stderr)
+    from determined.common.formats import escape_control
+
+    lines = str(e).split("\n")  # a message names the problems one per line; user text in it is escaped
+    print("Error: " + "\n".join(escape_control(line) for line in lines), file=sys.stderr)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -62,14 +81,16 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from determined.config import InvalidExperimentConfig
-
     try:
         code = args.func(args)
-    except InvalidExperimentConfig as e:
-        print(f"Error: {e}", file=sys.stderr)
+    except (errors.DeterminedError, FileNotFoundError, PermissionError) as e:  # InvalidExperimentConfig is one
+        _print_error(e)
         code = 1
-    except (errors.DeterminedError, FileNotFoundError, PermissionError) as e:
+    except ValueError as e:
+        from determined.config import InvalidExperimentConfig
+
+        if not isinstance(e, InvalidExperimentConfig):
+            raise
         _print_error(e)
         code = 1
     except KeyboardInterrupt:

@@ -6,11 +6,18 @@ from typing import Any, Dict, List
 from determined import errors
 from determined.cli import _render
 from determined.cli.checkpoint import json_text
-from determined.experimental.client import Checkpoint, Determined, Model, ModelOrderBy, ModelSortBy
 
-_SORT_BY = {"name": ModelSortBy.NAME, "description": ModelSortBy.DESCRIPTION,
-            "creation_time": ModelSortBy.CREATION_TIME, "last_updated_time": ModelSortBy.LAST_UPDATED_TIME}
-_ORDER_BY = {"asc": ModelOrderBy.ASCENDING, "desc": ModelOrderBy.DESCENDING}
+_SORT_BY = {"name": "NAME", "description": "DESCRIPTION", "creation_time": "CREATION_TIME",
+            "last_updated_time": "LAST_UPDATED_TIME"}
+_ORDER_BY = {"asc": "ASCENDING", "desc": "DESCENDING"}
+
+Model = Checkpoint = Any  # determined.experimental.client's, imported when a command runs
+
+
+def _determined(master: Any) -> Any:
+    from determined.experimental.client import Determined
+
+    return Determined(master)
 
 
 def _model_json(m: Model) -> Dict[str, Any]:
@@ -27,7 +34,7 @@ def _version_json(c: Checkpoint) -> Dict[str, Any]:
 
 
 def _time(value: Any) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+    return _render.fmt_time(value)
 
 
 def _model_rows(models: List[Model]) -> List[List[Any]]:
@@ -58,25 +65,29 @@ def parse_metadata(text: str) -> Dict[str, Any]:
 
 def create(args: argparse.Namespace) -> int:
     metadata = parse_metadata(args.metadata) if args.metadata is not None else None
-    m = Determined(args.master).create_model(args.name, description=args.description, metadata=metadata)
+    m = _determined(args.master).create_model(args.name, description=args.description, metadata=metadata)
     if args.json:
         _render.print_json(_model_json(m))
     else:
-        print(f"Created model {m.name}")
+        _render.say(f"Created model {m.name}")
     return 0
 
 
 def list_models(args: argparse.Namespace) -> int:
-    models = Determined(args.master).get_models(sort_by=_SORT_BY[args.sort_by], order_by=_ORDER_BY[args.order_by])
+    from determined.experimental.client import ModelOrderBy, ModelSortBy
+
+    models = _determined(args.master).get_models(sort_by=ModelSortBy[_SORT_BY[args.sort_by]],
+                                                 order_by=ModelOrderBy[_ORDER_BY[args.order_by]])
     if args.json:
         _render.print_json([_model_json(m) for m in models])
     else:
-        _render.table(_MODEL_HEADERS, _model_rows(models))
+        _render.table(_MODEL_HEADERS, _model_rows(models),
+                      empty="No models in the registry yet. Add one with: det model create NAME")
     return 0
 
 
 def describe(args: argparse.Namespace) -> int:
-    m = Determined(args.master).get_model(args.name)
+    m = _determined(args.master).get_model(args.name)
     latest = m.get_version()
     if args.json:
         out = _model_json(m)
@@ -90,23 +101,25 @@ def describe(args: argparse.Namespace) -> int:
 
 
 def list_versions(args: argparse.Namespace) -> int:
-    m = Determined(args.master).get_model(args.name)
+    m = _determined(args.master).get_model(args.name)
     versions = m.get_versions()
     if args.json:
         _render.print_json([_version_json(c) for c in versions])
         return 0
     _render.table(_MODEL_HEADERS, _model_rows([m]))
-    _render.table(_VERSION_HEADERS, _version_rows(versions), title="Versions")
+    print()
+    _render.table(_VERSION_HEADERS, _version_rows(versions), title="Versions",
+                  empty=f"No versions yet. Register a checkpoint with: det model register-version {m.name} UUID")
     return 0
 
 
 def register_version(args: argparse.Namespace) -> int:
-    m = Determined(args.master).get_model(args.name)
+    m = _determined(args.master).get_model(args.name)
     c = m.register_version(args.uuid)
     if args.json:
         _render.print_json(_version_json(c))
     else:
-        print(f"Registered checkpoint {c.uuid} as version {c.model_version} of model {m.name}")
+        _render.say(f"Registered checkpoint {c.uuid} as version {c.model_version} of model {m.name}")
     return 0
 
 

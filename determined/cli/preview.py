@@ -1,12 +1,12 @@
 """`det preview-search CONFIG_FILE`: what a search will do, from the config alone (needs no master)."""
 import argparse
 
-from determined import config as det_config
 from determined import errors
 from determined.cli import _render
 
 
 def preview_search(args: argparse.Namespace) -> int:
+    from determined import config as det_config
     from determined.searcher import format_preview, preview
 
     canonical = det_config.load_experiment_config(det_config.load_config_file(args.config_file))

@@ -5,11 +5,12 @@ from typing import Any
 
 from determined import common
 from determined.cli import _render
-from determined.experimental import _connect
 
 
 def start(args: argparse.Namespace) -> int:
     from determined.master import tensorboard
+
+    from determined.experimental import _connect
 
     tensorboard.require_tensorboard()
     session = _connect.read_session(args.master)
@@ -36,7 +37,7 @@ def list_(args: argparse.Namespace) -> int:
         return 0
     _render.table(["ID", "URL", "Experiments", "PID", "Started", "Logdir"],
                   [[i.id, i.url, ", ".join(map(str, i.experiment_ids)), i.pid, i.start_time, i.logdir]
-                   for i in instances])
+                   for i in instances], empty="No TensorBoard runs. Start one with: det tensorboard start EXPERIMENT_ID")
     return 0
 
 

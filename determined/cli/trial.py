@@ -5,16 +5,14 @@ from typing import Any, Dict, List
 
 from determined import errors
 from determined.cli import _render
-from determined.cli.checkpoint import print_downloaded
-from determined.cli.experiment import _smaller_is_better
-from determined.config import flat_hparams
-from determined.experimental import _connect, _follow
-from determined.experimental.client import Determined
+from determined.common.formats import duration_between, escape_control, fmt_duration
 
 _TRIAL_TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 
 
 def describe(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect, _follow
+
     session = _connect.read_session(args.master)
     d = session.get(f"/trials/{args.trial_id}")
     other_groups = [g for g in d.get("metric_groups", []) if g not in ("training", "validation")]
@@ -30,12 +28,19 @@ def describe(args: argparse.Namespace) -> int:
         _render.print_json(out)
         return 0
     t = d["trial"]
-    _render.table(
-        ["Trial", "Experiment", "State", "Batches", "Restarts", "Best", "Start", "End", "Hyperparameters"],
-        [[t["id"], t["experiment_id"], t["state"], t.get("total_batches"), t.get("restarts"),
-          _render.fmt_metric(t.get("best_validation")), _render.fmt_time(t.get("start_time")),
-          _render.fmt_time(t.get("end_time")), _render.metrics_text(flat_hparams(t.get("hparams") or {}))]],
-    )
+    state = _follow.status_of(t) + (f": {t['status_reason']}" if t.get("status_reason") else "")
+    _render.fields([
+        ("Trial", f"{t['id']} (experiment {t['experiment_id']})"), ("State", state), ("Batches", t.get("total_batches")),
+        ("Best validation", t.get("best_validation")), ("Restarts", t.get("restarts")),
+        ("Started", _render.fmt_time(t.get("start_time")) or "not yet"), ("Ended", _render.fmt_time(t.get("end_time"))),
+        ("Duration", fmt_duration(duration_between(t.get("start_time"), t.get("end_time")))
+         if t.get("start_time") else ""),
+        ("Started from", t.get("warm_start_checkpoint_uuid")), ("Status set by the code", t.get("runner_status")),
+    ])
+    hparams = _follow.flat_hparams(t.get("hparams") or {}, None)
+    if hparams:
+        print()
+        _render.fields(sorted(hparams.items()), title="Hyperparameters")
     by_batch: Dict[int, Dict[str, Any]] = {}
     for v in d["validation_metrics"]:
         by_batch.setdefault(v["steps_completed"], {})["validation"] = v["metrics"]
@@ -53,17 +58,24 @@ def describe(args: argparse.Namespace) -> int:
             row.insert(1, _render.metrics_text(entry.get("training")))
         row += [ckpt["uuid"] if ckpt else "", ckpt["state"] if ckpt else ""]
         rows.append(row)
-    headers = ["Batches"] + (["Training metrics"] if args.metrics else []) + ["Validation metrics", "Checkpoint", "State"]
-    _render.table(headers, rows, title="Workloads")
-    for group, records in groups.items():
-        rows = [[r["steps_completed"], _render.metrics_text(r["metrics"])] for r in records]
-        _render.table(["Steps", "Metrics"], rows, title=f"Metrics: {group}")
+    columns = [_render.Column("Batches", _render.NUMBER)]
+    columns += [_render.Column("Training metrics")] if args.metrics else []
+    columns += [_render.Column("Validation metrics"), _render.Column("Checkpoint", _render.KEY),
+                _render.Column("State", drop=1)]
+    print()
+    _render.print_table(columns, rows, title="Workloads", empty="No validations or checkpoints yet.")
+    for group, records in groups.items():  # report_metrics(group, ...) and the profiler's groups
+        print()
+        _render.table(["Steps", "Metrics"], [[r["steps_completed"], _render.metrics_text(r["metrics"])]
+                                             for r in records], title=f"Metrics: {group}")
     if other_groups and not args.metrics:
-        print(f"Other metric groups: {', '.join(other_groups)} (show them with --metrics)")
+        print(f"\nOther metric groups: {', '.join(other_groups)} (show them with --metrics)")
     return 0
 
 
 def logs(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect, _follow
+
     session = _connect.read_session(args.master)
     offset = 0
     collected: List[Dict[str, Any]] = []
@@ -79,14 +91,17 @@ def logs(args: argparse.Namespace) -> int:
     elif args.tail is not None:
         collected = collected[-args.tail:] if args.tail else []
     for line in collected:
-        print(line["message"], flush=True)
+        print(escape_control(line["message"]), flush=True)
+    if not collected and not args.follow:
+        print(f"Trial {args.trial_id} has no logs yet" + (" (it has not run)." if state in ("ACTIVE", "PAUSED", "")
+                                                            else "."), flush=True)
     if not args.follow or args.head is not None:
         return 0
     try:
         while True:
             page = session.get(f"/trials/{args.trial_id}/logs", params={"offset": offset, "limit": 1000})
             for line in page["logs"]:
-                print(line["message"], flush=True)
+                print(escape_control(line["message"]), flush=True)
             offset = page["next_offset"]
             state = page.get("trial_state", state)
             if not page["logs"]:
@@ -98,12 +113,18 @@ def logs(args: argparse.Namespace) -> int:
 
 
 def kill(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect
+
     t = _connect.read_session(args.master).post(f"/trials/{args.trial_id}/kill")["trial"]
     print(f"Trial {t['id']} is {t['state']}")
     return 0
 
 
 def download(args: argparse.Namespace) -> int:
+    from determined.cli.checkpoint import print_downloaded
+    from determined.cli.experiment import _smaller_is_better
+    from determined.experimental.client import Determined
+
     if (args.sort_by is not None or args.smaller_is_better is not None) and not args.best:
         raise errors.DeterminedError("--sort-by and --smaller-is-better only go with --best")
     if args.smaller_is_better is not None and args.sort_by is None:

@@ -7,12 +7,11 @@ from typing import Any, Dict
 
 from determined import errors
 from determined.cli import _render
-from determined.common.api import Session
-from determined.common.api._session import DEFAULT_USER
-from determined.experimental import _connect
 
 
-def _session(args: argparse.Namespace) -> Session:
+def _session(args: argparse.Namespace) -> Any:
+    from determined.experimental import _connect
+
     return _connect.read_session(args.master)
 
 
@@ -27,6 +26,8 @@ def _read_password(prompt: str, *, confirm: bool = False) -> str:
 
 
 def _target_user(args: argparse.Namespace) -> str:
+    from determined.common.api._session import DEFAULT_USER
+
     return args.username or os.environ.get("DET_USER") or DEFAULT_USER
 
 

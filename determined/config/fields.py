@@ -10,6 +10,7 @@ import re
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from determined.config.errors import Problems, join_path, key_path
+from determined.config.suggest import closest
 
 
 class _Invalid:
@@ -159,9 +160,9 @@ class Enum(Spec):
         if not isinstance(value, str) or value not in self.choices:
             allowed = self.allowed
             if isinstance(value, str):
-                close = difflib.get_close_matches(value, self.choices, n=1, cutoff=0.6)
+                close = closest(value, self.choices)
                 if close:
-                    allowed = f"did you mean {close[0]!r}? {allowed}"
+                    allowed = f"did you mean {close!r}? {allowed}"
             problems.wrong_value(path, value, allowed)
             return INVALID
         return value

@@ -1,21 +1,30 @@
 """The Native API (create, create_trial_instance) and the client SDK (Determined and the objects it returns).
 
-`det.experimental.keras` and `det.experimental.estimator` (the Native APIs of tf.keras and tf.estimator) are
-imported on first use, so that `import determined` imports no TensorFlow.
+The names are imported on first use (`from determined.experimental import Determined` works as before), so the
+CLI's helpers in this package do not pull in the whole SDK; `det.experimental.keras` and
+`det.experimental.estimator` (the Native APIs of tf.keras and tf.estimator) likewise, so that `import determined`
+imports no TensorFlow.
 """
-import importlib
-from typing import Any
+from determined.common.lazy import lazy_attributes
 
-from determined.experimental._native import Mode, create, create_trial_instance
-from determined.experimental.client import (
-    Checkpoint,
-    Determined,
-    ExperimentReference,
-    Model,
-    ModelOrderBy,
-    ModelSortBy,
-    TrialReference,
-)
+_LAZY = {
+    "Mode": "determined.experimental._native",
+    "create": "determined.experimental._native",
+    "create_trial_instance": "determined.experimental._native",
+    "Checkpoint": "determined.experimental.client",
+    "Determined": "determined.experimental.client",
+    "ExperimentReference": "determined.experimental.client",
+    "Model": "determined.experimental.client",
+    "ModelOrderBy": "determined.experimental.client",
+    "ModelSortBy": "determined.experimental.client",
+    "TrialReference": "determined.experimental.client",
+    "keras": "determined.experimental.keras",
+    "estimator": "determined.experimental.estimator",
+}
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
+
 
 __all__ = [
     "Checkpoint",
@@ -30,11 +39,3 @@ __all__ = [
     "create_trial_instance",
 ]
 
-
-_FRAMEWORK_SUBMODULES = ("keras", "estimator")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _FRAMEWORK_SUBMODULES:
-        return importlib.import_module(f"determined.experimental.{name}")
-    raise AttributeError(f"module 'determined.experimental' has no attribute {name!r}")

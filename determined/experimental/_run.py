@@ -6,12 +6,13 @@ import signal
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
-from rich.console import Console
-
 from determined import common, config as det_config, errors
 from determined.common import context as det_context
 from determined.common.api import Session
 from determined.experimental import _connect, _follow
+
+Console = Any  # a rich.console.Console (rich is imported when a display starts)
+PAUSE_WAIT_S = 120.0  # how long a Ctrl-C waits for the running trials to checkpoint
 
 
 def validate_config(raw: Dict[str, Any]) -> Dict[str, Any]:
@@ -147,9 +148,31 @@ def _follow_with_pause(session: Session, experiment_id: int, console: Console, s
             return _follow.follow(session, experiment_id, console)
         return _wait(session, experiment_id)
     except KeyboardInterrupt:
-        console.print(f"\nPausing experiment {experiment_id}: running trials checkpoint first…")
-        session.post(f"/experiments/{experiment_id}/pause")
-        return session.get(f"/experiments/{experiment_id}")
+        return _pause(session, experiment_id, console)
+
+
+def _pause(session: Session, experiment_id: int, console: Console) -> Dict[str, Any]:
+    """Ctrl-C: pause the experiment, then wait (up to PAUSE_WAIT_S; a second Ctrl-C stops waiting) until its running
+    trials have checkpointed, so the final table shows the batches they keep. The pause comes first: output that
+    cannot be written any more (`| tee` ended by the same Ctrl-C) must not leave the experiment running."""
+    session.post(f"/experiments/{experiment_id}/pause")
+    _print(console, f"\nPausing experiment {experiment_id}: running trials checkpoint first… (Ctrl-C again: stop waiting)")
+    deadline = time.monotonic() + PAUSE_WAIT_S
+    desc = session.get(f"/experiments/{experiment_id}")
+    try:
+        while _follow.running_trials(desc) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            desc = session.get(f"/experiments/{experiment_id}")
+    except KeyboardInterrupt:
+        pass
+    return desc
+
+
+def _print(console: Console, text: str) -> None:
+    try:
+        console.print(text, markup=False, highlight=False)
+    except (BrokenPipeError, OSError):  # stdout went away (a pipe whose reader ended)
+        pass
 
 
 def _wait(session: Session, experiment_id: int, interval: float = 0.5) -> Dict[str, Any]:
@@ -164,10 +187,13 @@ def _wait(session: Session, experiment_id: int, interval: float = 0.5) -> Dict[s
 
 def _finish(session: Session, desc: Dict[str, Any], console: Console, show_progress: bool) -> Dict[str, Any]:
     exp = desc["experiment"]
-    if exp["state"] == "PAUSED":
-        console.print(f"Experiment {exp['id']} is paused; resume it with: det experiment activate {exp['id']}")
-    if show_progress:
-        _follow.print_summary(session, desc, console)
+    try:
+        if show_progress:
+            _follow.print_summary(session, desc, console)
+        if exp["state"] == "PAUSED":
+            console.print(f"Experiment {exp['id']} is paused; resume it with: det experiment activate {exp['id']}")
+    except (BrokenPipeError, OSError):
+        pass
     return desc
 
 

@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from determined import searcher
 from determined.config.entrypoint import runs_a_script
-from determined.master import log_policies, states
-from determined.master.db import Experiment, Trial, TrialLog, utcnow
+from determined.master import log_policies, states, trial_notes
+from determined.master.db import Experiment, Trial, utcnow
 from determined.master.experiment import (
     _check_done,
     _end_trial,
@@ -33,12 +33,19 @@ def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
     """Record a new run of the trial; returns its allocation id and session token."""
     exp = get_experiment(s, trial.experiment_id)
     rollback_to_checkpoint(s, exp, trial)
+    if not trial.runs:
+        trial.start_time = utcnow()  # a trial starts when its first run does, not when the search created it
     trial.runs += 1
     trial.allocation_id = uuid.uuid4().hex
     trial.session_token = secrets.token_urlsafe(24)
     trial.preempt_requested = False
     trial.preempt_acked = False
     trial.early_exit_reason = None
+    pending = pending_operations(s, trial.id)
+    checkpoint = trial.latest_checkpoint_uuid or trial.warm_start_checkpoint_uuid
+    start = f"from checkpoint {checkpoint} at batch {trial.total_batches}" if checkpoint else "at batch 0"
+    work = f"; it trains to {pending[0].length_batches} batches" if pending else ""
+    trial_notes.note(s, trial.id, f"run {trial.runs} starts {start}{work}")
     return trial.allocation_id, trial.session_token
 
 
@@ -67,6 +74,13 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     trial.preempt_acked = False
     trial.early_exit_reason = None
 
+    if master_stopping:
+        trial_notes.note(s, trial.id, f"run {trial.runs} stopped with the master (exit code {returncode}); it resumes "
+                                      "from its latest checkpoint when a master runs the experiment again")
+    elif preempted and returncode == 0:
+        why = "its experiment is paused" if trial.state == states.PAUSED else (
+            "it gives its slot to a trial with work while it waits for the search method")
+        trial_notes.note(s, trial.id, f"run {trial.runs} checkpointed and stopped: {why}")
     if trial.state in (states.STOPPING_KILLED, states.STOPPING_CANCELED):
         if exp.state == states.STOPPING_CANCELED:
             _end_trial(trial, states.CANCELED)
@@ -103,37 +117,30 @@ def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int, allocati
     """A run failed: restart the trial from its latest checkpoint, or end it in ERROR when it has used its
     `max_restarts` restarts or a `cancel_retries` log policy matched its logs. `trial.restarts` counts the
     restarts that happened, the number the trial's logs tell (one "restart N of M" line each)."""
+    failed = f"run {trial.runs} failed with exit code {returncode}"
     canceled_by = log_policies.cancels_retries(trial, allocation_id)
-    if canceled_by is not None:
-        message = (f"trial {trial.id} failed (exit code {returncode}); log policy "
-                   f"{canceled_by.get('name') or canceled_by.get('line')!r} (cancel_retries) matched its logs: "
-                   "not restarted: ERROR")
-        logger.warning("%s", message)
-        _log_to_trial(s, trial, message)
-        rollback_to_checkpoint(s, exp, trial)
-        finish_trial(s, exp, trial, states.ERROR, searcher.ExitedReason.ERRORED.value)
-        return
     max_restarts = int(exp.config.get("max_restarts", 5))
-    if trial.restarts >= max_restarts:
-        message = (f"trial {trial.id} failed (exit code {returncode}) after {trial.restarts} restart(s) "
-                   f"(max_restarts: {max_restarts}): ERROR")
-        logger.warning("%s", message)
-        _log_to_trial(s, trial, message)
+    if canceled_by is not None or trial.restarts >= max_restarts:
+        if canceled_by is not None:
+            policy = repr(canceled_by.get("name") or canceled_by.get("line"))
+            logger.warning("trial %s failed (exit code %s); log policy %s (cancel_retries) matched its logs: not "
+                           "restarted: ERROR", trial.id, returncode, policy)
+            trial_notes.note(s, trial.id, f"{failed}; log policy {policy} (cancel_retries) matched its logs: "
+                                          "not restarted")
+        else:
+            logger.warning("trial %s failed (exit code %s) after %s restart(s) (max_restarts: %s): ERROR",
+                           trial.id, returncode, trial.restarts, max_restarts)
+            trial_notes.note(s, trial.id, f"{failed}; no restart left (max_restarts {max_restarts})")
         rollback_to_checkpoint(s, exp, trial)
         finish_trial(s, exp, trial, states.ERROR, searcher.ExitedReason.ERRORED.value)
         return
     trial.restarts += 1
-    checkpoint = trial.latest_checkpoint_uuid
-    message = (f"trial {trial.id} failed (exit code {returncode}): restart {trial.restarts} of {max_restarts}, "
-               + (f"from checkpoint {checkpoint}" if checkpoint else "from the start (no checkpoint yet)"))
-    logger.warning("%s", message)
-    _log_to_trial(s, trial, message)
     rollback_to_checkpoint(s, exp, trial)
-
-
-def _log_to_trial(s: Session, trial: Trial, message: str) -> None:
-    """A line of the master's in the trial's logs, after the lines of the run that ended (flushed before)."""
-    s.add(TrialLog(trial_id=trial.id, timestamp=utcnow(), stream="master", message=message))
+    start = (f"checkpoint {trial.latest_checkpoint_uuid} (batch {trial.total_batches})" if trial.latest_checkpoint_uuid
+             else "the start (no checkpoint yet)")
+    logger.warning("trial %s failed (exit code %s): restart %s of %s, from %s", trial.id, returncode, trial.restarts,
+                   max_restarts, start)
+    trial_notes.note(s, trial.id, f"{failed}; restart {trial.restarts} of {max_restarts} from {start}")
 
 
 def recover(s: Session) -> int:

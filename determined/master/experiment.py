@@ -12,12 +12,12 @@ import logging
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from determined import searcher
 from determined.config import searcher_drives_trials
 from determined.core._profiler import SYSTEM_GROUPS
-from determined.master import states
+from determined.master import states, trial_notes
 from determined.master.db import (
     Checkpoint,
     Experiment,
@@ -30,7 +30,7 @@ from determined.master.db import (
     ValidationMetrics,
     utcnow,
 )
-from determined.master.lengths import to_batches
+from determined.master.lengths import from_batches, to_batches
 from determined.master.problems import RequestProblem, not_found
 
 logger = logging.getLogger("determined.master")
@@ -162,9 +162,29 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
         if exp.searcher_shutdown:
             break
     exp.searcher_snapshot = method.snapshot()
-    exp.progress = 1.0 if exp.searcher_shutdown else method.progress()
+    exp.progress = 1.0 if exp.searcher_shutdown else method.progress(trained_units(s, exp, method.unit))
     s.flush()
     _check_done(s, exp)
+
+
+def trained_units(s: Session, exp: Experiment, unit: str) -> Dict[str, float]:
+    """Units (of the searcher's `unit`) each trial of the experiment has trained so far, by request id (one light
+    query: the hyperparameters only when a unit other than batches needs the batch size)."""
+    if unit == "batches":
+        rows = s.execute(select(Trial.request_id, Trial.total_batches).where(Trial.experiment_id == exp.id))
+        return {request_id: float(batches) for request_id, batches in rows}
+    rows = s.execute(select(Trial.request_id, Trial.total_batches, Trial.hparams).where(Trial.experiment_id == exp.id))
+    return {request_id: from_batches(unit, batches, hparams or {}, exp.config) for request_id, batches, hparams in rows}
+
+
+def progress_now(s: Session, exp: Experiment) -> Optional[float]:
+    """The progress of an experiment that is searching, from what its trials trained so far; None otherwise.
+
+    Reads only: the caller stores it (a read session must not write)."""
+    if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL or exp.searcher_snapshot is None:
+        return None
+    method = load_searcher(exp)
+    return method.progress(trained_units(s, exp, method.unit))
 
 
 @dataclasses.dataclass
@@ -210,6 +230,7 @@ def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op:
             return []
         length_batches = to_batches(method.unit, op.length, trial.hparams, exp.config)
         s.add(SearcherOperation(trial_id=trial.id, length=op.length, length_batches=length_batches, completed=False))
+        trial.end_time = None  # it has work again (the time its last operation completed no longer says when it ended)
         if op.request_id in created.trials:
             created.with_work.add(op.request_id)
         else:
@@ -289,11 +310,17 @@ def warm_start_checkpoint(s: Session, config: Dict[str, Any]) -> Optional[str]:
 
 
 def _end_trial(trial: Trial, state: str) -> None:
+    """End a trial. A COMPLETED trial ended when its last operation completed (a trial that waited for a
+    promotion that never came stopped training then, not when the search method closed it)."""
+    if state != states.COMPLETED or trial.end_time is None:
+        trial.end_time = utcnow()
     trial.state = state
-    trial.end_time = utcnow()
     trial.allocation_id = None
     trial.session_token = None
     trial.preempt_requested = False
+    session = object_session(trial)
+    if session is not None:
+        trial_notes.ended(session, trial.id)
 
 
 def _check_done(s: Session, exp: Experiment) -> None:

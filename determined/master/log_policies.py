@@ -119,8 +119,3 @@ def cancels_retries(trial: Trial, allocation_id: str) -> Optional[Dict[str, Any]
             return dict(match)
     return None
 
-
-def latest_label(trial: Trial) -> Optional[str]:
-    """The name of the policy that matched last (Determined's `log_policy_matched`), if any."""
-    names = [m.get("name") for m in trial.log_policy_matches or [] if m.get("name")]
-    return names[-1] if names else None

@@ -17,11 +17,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from determined import errors
 from determined.config import environment_variables
 from determined.config.entrypoint import runs_a_script
-from determined.master import allocations, isolation, scheduler, states
+from determined.master import allocations, isolation, scheduler, states, trial_notes
 from determined.master import gc as checkpoint_gc
 from determined.master import storage_roots as storage_roots_mod
 from determined.master.db import Experiment, Trial, engine as db_engine
-from determined.master.experiment import SLOTS_INFO
+from determined.master.experiment import SLOTS_INFO, progress_now
 from determined.master.log_policies import LogPolicyMonitor
 from determined.master.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
@@ -32,6 +32,7 @@ logger = logging.getLogger("determined.master")
 
 DEFAULT_PREEMPTION_TIMEOUT = 60.0
 GROUP_COMMIT_MAX = 256  # most items one group-commit transaction takes
+PROGRESS_REFRESH_S = 1.0  # how often the progress of experiments with running trials follows their training
 
 Item = TypeVar("Item")
 # Stores a batch of items on a connection inside one transaction; returns, per item, None (stored) or the
@@ -191,8 +192,11 @@ class Master:
                 self.rm = LocalResourceManager(str(self.data_dir / "work"), sink,
                                                slots=slots if slots is not None else detect_slots(),
                                                trial_command=trial_command, trial_user=trial_user,
+                                               # an embedded master (no server settings): its user's environment
+                                               inherit_environment=storage_roots is None and trial_user is None,
                                                line_bytes=self.log_writer.limits.line_bytes)
         self._wake = threading.Event()
+        self._progress_refreshed = 0.0
         self._stop_requested = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._started = False
@@ -209,10 +213,31 @@ class Master:
         """
         with self.lock:
             with self._writes() as s:
-                with s.begin():
-                    yield s
+                try:
+                    with s.begin():
+                        yield s
+                except BaseException:
+                    trial_notes.discard(s)
+                    raise
+                notes, ended = trial_notes.take(s)
+        self._log_notes(notes, ended)
         if wake and threading.current_thread() is not self._thread:
             self.wake()
+
+    def _log_notes(self, notes: List[trial_notes.Note], ended: List[int]) -> None:
+        """Write the committed transaction's trial notes, and why each trial that ended did, into trial logs."""
+        if self.log_writer is None or not (notes or ended):
+            return
+        for trial_id, at, text in notes:
+            self.log_writer.add(trial_id, at, trial_notes.STREAM, text)
+        if ended:
+            try:
+                with self.read() as s:
+                    for trial_id, at, text in trial_notes.end_notes(s, ended):
+                        self.log_writer.add(trial_id, at, trial_notes.STREAM, text)
+                self.log_writer.flush()  # a trial's story is in its logs as soon as it ended
+            except Exception:  # a missing line must not fail the change that was committed
+                logger.exception("could not write why trials %s ended into their logs", ended)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
@@ -311,6 +336,27 @@ class Master:
         if not self._stop_requested.is_set():
             self._schedule()
         checkpoint_gc.run_pending_gc(self)
+        if time.monotonic() - self._progress_refreshed >= PROGRESS_REFRESH_S:
+            self._progress_refreshed = time.monotonic()
+            self._refresh_progress()
+
+    def _refresh_progress(self) -> None:
+        """Move the progress of experiments whose trials run with what they trained since their last report to
+        the search method (computed in a read; the write lock only when something moved)."""
+        moved: Dict[int, float] = {}
+        with self.read() as s:
+            running = list(s.scalars(select(Trial.experiment_id).where(Trial.allocation_id.is_not(None)).distinct()))
+            for exp_id in running:
+                exp = s.get(Experiment, exp_id)
+                value = progress_now(s, exp) if exp is not None else None
+                if value is not None and abs(value - float(exp.progress or 0.0)) >= 1e-6:
+                    moved[exp_id] = value
+        if moved:
+            with self.write(wake=False) as s:
+                for exp_id, value in moved.items():
+                    exp = s.get(Experiment, exp_id)
+                    if exp is not None and not exp.searcher_shutdown and exp.state not in states.EXPERIMENT_TERMINAL:
+                        exp.progress = value
 
     def _preemption_timeout_of(self, s: Session, trial: Trial) -> float:
         """How long a preempted run may take to checkpoint and exit: its experiment's `preemption_timeout`

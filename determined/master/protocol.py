@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 import determined
-from determined.master import names, registry, states
+from determined.master import names, registry, states, trial_notes
 from determined.master.allocations import running_trial
 from determined.master.db import (
     Checkpoint,
@@ -33,6 +33,7 @@ from determined.master.experiment import (
     validation_reported,
 )
 from determined.master.problems import RequestProblem, not_found
+from determined.master.reads import check_group
 from determined.master.storage_roots import is_checkpoint_uuid
 
 EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP", "USER_REQUESTED_STOP")
@@ -99,6 +100,7 @@ def complete_operation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dic
                                   f"but a completion for {length} batches was reported")
     op.completed = True
     trial.total_batches = max(trial.total_batches, length)
+    trial.end_time = utcnow()  # the end of its training, unless the search method gives it more work
     exp = get_experiment(s, trial.experiment_id)
     feed_searcher(s, exp, [("validation_completed", {"request_id": trial.request_id, "metric": metric, "length": op.length})])
     return {}
@@ -215,7 +217,9 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
         raise RequestProblem(400, f"the searcher metric {name!r} must be a number, got {value!r}")
     _store_validation(s, trial, steps, metrics)
-    return {"is_best": _record_best(exp, trial, float(value), smaller)}
+    is_best = _record_best(exp, trial, float(value), smaller)
+    _note_validation(s, trial, steps, metrics, is_best)
+    return {"is_best": is_best}
 
 
 def _store_validation(s: Session, trial: Trial, steps: int, metrics: Mapping[str, Any]) -> None:
@@ -242,21 +246,18 @@ def _report_own_loop_validation(s: Session, exp: Any, trial: Trial, steps: int, 
     is_best = False
     if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(float(value)):
         is_best = _record_best(exp, trial, float(value), smaller)
+    _note_validation(s, trial, steps, metrics, is_best)
     validation_reported(s, exp, trial, dict(metrics))
     return {"is_best": is_best}
 
 
+def _note_validation(s: Session, trial: Trial, steps: int, metrics: Mapping[str, Any], is_best: bool) -> None:
+    best = " (the best of the experiment so far)" if is_best else ""
+    trial_notes.note(s, trial.id, f"validation at batch {steps}: {trial_notes.metrics_text(metrics)}{best}")
+
+
 # Names a metric group may not take: they name the two groups that have their own tables and routes.
 _RESERVED_GROUPS = ("training", "validation")
-MAX_GROUP_NAME = 128
-
-
-def check_group(group: Any) -> str:
-    """A metric group name as Determined 0.38 accepts it: a non-empty string without '.' (400 otherwise)."""
-    if not isinstance(group, str) or not group or "." in group or len(group) > MAX_GROUP_NAME:
-        raise RequestProblem(400, f"metric group: expected a non-empty name without '.' of at most {MAX_GROUP_NAME} "
-                                  f"characters, got {group!r}")
-    return group
 
 
 def report_group_metrics(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
@@ -351,6 +352,7 @@ def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     latest = latest_own_checkpoint(s, trial.id)
     trial.latest_checkpoint_uuid = latest.uuid if latest is not None else uuid
     trial.total_batches = max(trial.total_batches, steps)
+    trial_notes.note(s, trial.id, trial_notes.checkpoint_text(uuid, steps, resources, now))
     return {}
 
 

@@ -14,16 +14,10 @@ from determined.master import auth, names, states
 from determined.master.db import Checkpoint, Experiment, User, utcnow
 from determined.master.db.models import Model, ModelVersion
 from determined.master.problems import RequestProblem
+from determined.master.reads import order_of
 from determined.master.request_limits import clip_repr
 
 MAX_METADATA_BYTES = 512 * 1024
-SORT_COLUMNS = {
-    "name": Model.name,
-    "description": Model.description,
-    "creation_time": Model.creation_time,
-    "last_updated_time": Model.last_updated_time,
-}
-ORDERS = {"asc": "asc", "ascending": "asc", "desc": "desc", "descending": "desc"}
 
 
 # ---------------------------------------------------------------- validation
@@ -150,29 +144,8 @@ def _new_owner(s: Session, principal: auth.Principal, username: Any) -> User:
     return user
 
 
-def list_models(s: Session, sort_by: str = "name", order_by: str = "asc", name: str = "",
-                description: str = "") -> List[Model]:
-    """Models sorted by a column (text case-insensitively, ties by id), filtered by case-insensitive substrings of
-    name and description."""
-    column = SORT_COLUMNS.get(sort_by.lower())
-    if column is None:
-        raise RequestProblem(400, "invalid sort_by", [f"sort_by: {sort_by!r}; allowed: {', '.join(SORT_COLUMNS)}"])
-    order = _order(order_by)
-    query = select(Model)
-    if name:
-        query = query.where(func.lower(Model.name).contains(name.lower(), autoescape=True))
-    if description:
-        query = query.where(func.lower(Model.description).contains(description.lower(), autoescape=True))
-    key: Any = func.lower(column) if sort_by.lower() in ("name", "description") else column
-    keys = (key, Model.id) if order == "asc" else (key.desc(), Model.id.desc())
-    return list(s.scalars(query.order_by(*keys)))
-
-
 def _order(order_by: str) -> str:
-    order = ORDERS.get(order_by.lower())
-    if order is None:
-        raise RequestProblem(400, "invalid order_by", [f"order_by: {order_by!r}; allowed: asc, desc"])
-    return order
+    return order_of(order_by)
 
 
 # ---------------------------------------------------------------- versions
@@ -215,22 +188,6 @@ def register_version(s: Session, model: Model, body: Any, principal: auth.Princi
 
 
 # ---------------------------------------------------------------- checkpoints
-
-
-CHECKPOINT_STATES = (states.ACTIVE, states.COMPLETED, states.ERROR, states.DELETED)
-
-
-def check_checkpoint_states(values: Optional[Iterable[str]]) -> List[str]:
-    """Checkpoint states of a `states=` filter, upper-cased (a `STATE_` prefix is accepted); [] = no filter."""
-    out = []
-    for value in values or []:
-        name = value.strip().upper()
-        name = name[len("STATE_"):] if name.startswith("STATE_") else name
-        if name not in CHECKPOINT_STATES:
-            raise RequestProblem(400, "invalid checkpoint state filter",
-                                 [f"states: {value!r} is not a checkpoint state; allowed: {', '.join(CHECKPOINT_STATES)}"])
-        out.append(name)
-    return out
 
 
 def get_checkpoint(s: Session, uuid: str) -> Checkpoint:

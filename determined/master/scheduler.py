@@ -6,7 +6,7 @@ from typing import Dict, List
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from determined.master import states
+from determined.master import states, trial_notes
 from determined.master.actions import config_value
 from determined.master.db import Experiment, SearcherOperation, Trial
 from determined.master.experiment import runs_own_loop
@@ -107,4 +107,6 @@ def release_idle_trials(s: Session) -> List[Trial]:
     idle = idle_trials(s)
     for trial in idle:
         trial.preempt_requested = True
+        trial_notes.note(s, trial.id, "waiting for the search method: it checkpoints and gives its slot to a trial "
+                                      "with work; it resumes when it gets work")
     return idle

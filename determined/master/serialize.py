@@ -1,37 +1,49 @@
 """The JSON shapes of experiments, trials, checkpoints, metrics and registered models in API answers
-(docs/internals.md)."""
+(docs/internals.md).
+
+`db` is the master's SQLAlchemy session or any `dbread.Reader` (the CLI reads a data dir with sqlite3); rows
+are ORM objects or `dbread.Row`s: both have the same attributes. Nothing here imports the server stack.
+"""
 import datetime
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
-from determined.config import InvalidExperimentConfig, canonical_hparams, dotted, hparam_leaves
-from determined.master.log_policies import latest_label
 from determined.config import redaction
-from determined.master.db import Checkpoint, Experiment, GroupMetrics, TrainingMetrics, Trial, ValidationMetrics
-from determined.master.db.models import Model, ModelVersion
+from determined.master import trial_status
+from determined.master.dbread import CHECKPOINT_COLUMNS, Row, in_list, reader_of
+
+TRIAL_TERMINAL = ("COMPLETED", "CANCELED", "ERROR")
 
 
 def timestamp(value: Optional[datetime.datetime]) -> Optional[str]:
     return None if value is None else value.isoformat() + "Z"
 
 
+def trial_counts(db: Any, experiment_ids: Sequence[int]) -> Dict[int, int]:
+    """The number of trials of each experiment."""
+    ids, params = in_list("e", list(experiment_ids))
+    rows = reader_of(db).rows(f"SELECT experiment_id, COUNT(*) AS n FROM trials WHERE experiment_id IN {ids} "
+                              f"GROUP BY experiment_id", **params)
+    return {r.experiment_id: int(r.n) for r in rows}
+
+
 def searched_hparams(config: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The hyperparameters a search varies (not constants), nested ones too: each with its dotted name (what tables
-    and charts show), its path in a trial's nested values, and its type."""
+    and charts show), its path in a trial's nested values, its type and its canonical spec (ranges, `base`, `vals`)."""
+    from determined.config import InvalidExperimentConfig, canonical_hparams, dotted, hparam_leaves
+
     specs = config.get("hyperparameters") or {}
     try:
         leaves = hparam_leaves(canonical_hparams(specs))
     except InvalidExperimentConfig:
         return []
-    return [{"name": dotted(path), "path": list(path), "type": spec["type"]}
+    return [{"name": dotted(path), "path": list(path), "type": spec["type"], "spec": spec}
             for path, spec in leaves if spec.get("type") != "const"]
 
 
-def experiment(s: Session, exp: Experiment) -> Dict[str, Any]:
+def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str, Any]:
     config = redaction.experiment_config(exp.config)  # secrets are for the trial's own context only
-    num_trials = s.scalar(select(func.count()).select_from(Trial).where(Trial.experiment_id == exp.id)) or 0
+    if num_trials is None:
+        num_trials = trial_counts(db, [exp.id]).get(exp.id, 0)
     return {
         "id": exp.id,
         "state": exp.state,
@@ -55,18 +67,25 @@ def experiment(s: Session, exp: Experiment) -> Dict[str, Any]:
     }
 
 
-def trial(t: Trial) -> Dict[str, Any]:
+def trial(t: Any, status: Optional[Tuple[str, Optional[str]]] = None) -> Dict[str, Any]:
+    """A trial; `status` is its (status, reason) from determined.master.trial_status, when known.
+
+    `start_time` is when its first run started (null while it has never run) and `end_time` when it stopped
+    training for good (null until it ended).
+    """
     return {
         "id": t.id,
         "experiment_id": t.experiment_id,
         "request_id": t.request_id,
         "state": t.state,
+        "status": status[0] if status else None,
+        "status_reason": status[1] if status else None,
         "hparams": t.hparams,
         "seed": t.seed,
         "restarts": t.restarts,
         "total_batches": t.total_batches,
-        "start_time": timestamp(t.start_time),
-        "end_time": timestamp(t.end_time),
+        "start_time": timestamp(t.start_time) if t.runs else None,
+        "end_time": timestamp(t.end_time) if t.state in TRIAL_TERMINAL else None,
         "best_validation": t.best_validation,
         "latest_validation": t.latest_validation,
         "latest_checkpoint_uuid": t.latest_checkpoint_uuid,
@@ -77,15 +96,24 @@ def trial(t: Trial) -> Dict[str, Any]:
     }
 
 
-def checkpoint(s: Session, c: Checkpoint) -> Dict[str, Any]:
-    t = s.get(Trial, c.trial_id)
-    exp = s.get(Experiment, c.experiment_id)
-    validation = s.scalars(
-        select(ValidationMetrics)
-        .where(ValidationMetrics.trial_id == c.trial_id, ValidationMetrics.steps_completed == c.steps_completed)
-        .order_by(ValidationMetrics.id.desc())
-        .limit(1)
-    ).first()
+def latest_label(t: Any) -> Optional[str]:
+    """The name of the log policy that matched the trial last (Determined's `log_policy_matched`), if any."""
+    names = [m.get("name") for m in t.log_policy_matches or [] if m.get("name")]
+    return names[-1] if names else None
+
+
+def trials(db: Any, exp: Any, rows: Sequence[Any]) -> List[Dict[str, Any]]:
+    """Trials of the experiment `exp`, each with its status and the reason."""
+    found = trial_status.statuses(reader_of(db), exp, rows)
+    return [trial(t, found.get(t.id)) for t in rows]
+
+
+def checkpoint(db: Any, c: Any) -> Dict[str, Any]:
+    q = reader_of(db)
+    t = q.remembered(("hparams", c.trial_id), "SELECT hparams FROM trials WHERE id = :id", id=c.trial_id)
+    exp = q.remembered(("config", c.experiment_id), "SELECT config FROM experiments WHERE id = :id", id=c.experiment_id)
+    validation = q.first("SELECT metrics FROM validation_metrics WHERE trial_id = :t AND steps_completed = :s "
+                         "ORDER BY id DESC LIMIT 1", t=c.trial_id, s=c.steps_completed)
     return {
         "uuid": c.uuid,
         "experiment_id": c.experiment_id,
@@ -103,23 +131,19 @@ def checkpoint(s: Session, c: Checkpoint) -> Dict[str, Any]:
         "start_time": timestamp(c.start_time),
         "end_time": timestamp(c.end_time),
         "storage": redaction.storage(exp.config.get("checkpoint_storage")) if exp is not None else None,
-        "model_versions": model_versions_of(s, c.uuid),
+        "model_versions": model_versions_of(q, c.uuid),
     }
 
 
-def model_versions_of(s: Session, checkpoint_uuid: str) -> List[Dict[str, Any]]:
+def model_versions_of(db: Any, checkpoint_uuid: str) -> List[Dict[str, Any]]:
     """The registry entries pointing at a checkpoint: `[{"model_name", "version"}]`."""
-    rows = s.execute(
-        select(Model.name, ModelVersion.version)
-        .join(Model, Model.id == ModelVersion.model_id)
-        .where(ModelVersion.checkpoint_uuid == checkpoint_uuid)
-        .order_by(Model.name, ModelVersion.version)
-    )
-    return [{"model_name": name, "version": version} for name, version in rows]
+    rows = reader_of(db).rows("SELECT m.name, v.version FROM model_versions v JOIN models m ON m.id = v.model_id "
+                              "WHERE v.checkpoint_uuid = :u ORDER BY m.name, v.version", u=checkpoint_uuid)
+    return [{"model_name": r.name, "version": r.version} for r in rows]
 
 
-def model(s: Session, m: Model) -> Dict[str, Any]:
-    num_versions = s.scalar(select(func.count()).select_from(ModelVersion).where(ModelVersion.model_id == m.id)) or 0
+def model(db: Any, m: Any) -> Dict[str, Any]:
+    num_versions = reader_of(db).scalar("SELECT COUNT(*) FROM model_versions WHERE model_id = :m", m=m.id) or 0
     return {
         "name": m.name,
         "description": m.description,
@@ -131,21 +155,27 @@ def model(s: Session, m: Model) -> Dict[str, Any]:
     }
 
 
-def model_version(s: Session, m: Model, v: ModelVersion) -> Dict[str, Any]:
-    ckpt = s.scalars(select(Checkpoint).where(Checkpoint.uuid == v.checkpoint_uuid)).one()
+def model_version(db: Any, m: Any, v: Any) -> Dict[str, Any]:
+    q = reader_of(db)
+    ckpt = q.first(f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE uuid = :u", u=v.checkpoint_uuid)
+    assert ckpt is not None  # a foreign key holds it
     return {
         "version": v.version,
         "model_name": m.name,
         "creation_time": timestamp(v.creation_time),
-        "checkpoint": checkpoint(s, ckpt),
+        "checkpoint": checkpoint(q, ckpt),
     }
 
 
-def training_metrics(rows: List[TrainingMetrics]) -> List[Dict[str, Any]]:
+def training_metrics(rows: Sequence[Any]) -> List[Dict[str, Any]]:
     return [{"steps_completed": r.steps_completed, "metrics": r.metrics, "batch_metrics": r.batch_metrics,
              "end_time": timestamp(r.end_time)} for r in rows]
 
 
-def validation_metrics(rows: "List[ValidationMetrics] | List[GroupMetrics]") -> List[Dict[str, Any]]:
+def validation_metrics(rows: Sequence[Any]) -> List[Dict[str, Any]]:
     """Validation metrics, or the metrics of any other group (same shape)."""
     return [{"steps_completed": r.steps_completed, "metrics": r.metrics, "end_time": timestamp(r.end_time)} for r in rows]
+
+
+__all__ = ["Row", "checkpoint", "experiment", "model", "model_version", "model_versions_of", "timestamp",
+           "training_metrics", "trial", "trial_counts", "trials", "validation_metrics"]

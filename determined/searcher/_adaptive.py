@@ -7,7 +7,7 @@ from determined.config.lengths import length_unit, length_value
 from determined.config.searchers import SearcherSpec
 from determined.searcher._context import SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
-from determined.searcher._method import ExitedReason, SearchMethod
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
 Divisor = Union[int, float]
@@ -187,13 +187,18 @@ class _Bracket:
             self.over = True
         return ops
 
-    def units_done(self) -> int:
+    def units_done(self, trained: Trained = None) -> float:
+        """Units of the bracket's plan done: whole rungs, the reports of the current rung and, from `trained`,
+        what the current rung's other trials trained so far in it."""
         if self.over:
             return self.cost
         previous = [0, *self.lengths[:-1]]
         done = sum(self.trials[r] * (self.lengths[r] - previous[r]) for r in range(self.rung))
         reported = min(len(self.scores[self.rung]), self.trials[self.rung])
-        return done + reported * (self.lengths[self.rung] - previous[self.rung])
+        start, end = previous[self.rung], self.lengths[self.rung]
+        partial = sum(min(max((trained or {}).get(rid, start), start), end) - start
+                      for rid in self.members[self.rung] if rid not in self.scores[self.rung])
+        return done + reported * (end - start) + partial
 
     def describe(self) -> Dict[str, Any]:
         return {
@@ -279,11 +284,12 @@ class _HalvingBrackets(SideBySideBrackets, SearchMethod):
     def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
         return self._event(request_id, lambda b: b.on_closed(ctx, request_id))
 
-    def progress(self) -> float:
+    def progress(self, trained: Trained = None) -> float:
         if self.shutdown:
             return 1.0
         planned = sum(b.cost for b in self.brackets)
-        return sum(b.units_done() for b in self.brackets) / float(planned)
+        done = sum(b.units_done(trained) for b in self.brackets) / float(planned)
+        return 1.0 if all(b.over for b in self.brackets) else min(PROGRESS_BEFORE_SHUTDOWN, done)
 
     def describe(self) -> Dict[str, Any]:
         """The brackets as plain JSON, for `det preview-search`: per bracket its number of rungs, rung-0 trials,

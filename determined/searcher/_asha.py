@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
-from determined.searcher._method import ExitedReason, SearchMethod
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
 WORST_METRIC = sys.float_info.max
@@ -57,6 +57,16 @@ def concurrency_per_bracket(trials: Sequence[int], max_concurrent_trials: int, d
 def promotion_count(results: int, divisor: float) -> int:
     """floor(results / divisor): how many of a rung's results deserve promotion."""
     return math.floor(Fraction(results) / Fraction(divisor))
+
+
+def equal_metrics_length(trials: int, lengths: Sequence[int], divisor: float) -> int:
+    """Units one bracket trains when every trial reports the same metric: floor(n/divisor) move up each rung."""
+    total, reached, previous = 0, trials, 0
+    for length in lengths:
+        total += reached * (length - previous)
+        previous = length
+        reached = promotion_count(reached, divisor)
+    return total
 
 
 def _signed(metric: float, smaller_is_better: bool) -> float:
@@ -201,9 +211,30 @@ class AsyncHalvingSearch(SearchMethod):
             ops.append(Shutdown())
         return ops
 
-    def progress(self) -> float:
-        closed = len(self.closed - self.invalid)
-        return min(1.0, (len(self.rungs[0]) + closed) / (2.0 * self.max_trials))
+    def planned_length(self) -> int:
+        """Units the bracket plans to train: its trials and rungs when every trial is equally good."""
+        return equal_metrics_length(self.max_trials, self.rung_lengths, self.divisor)
+
+    def units_done(self, trained: Trained = None) -> float:
+        """Units its trials trained: a trial training for a rung counts what it trained so far (from `trained`),
+        a trial that reported in its rung, exited or closed counts the rung's whole length. Trials replaced after
+        INVALID_HP count nothing."""
+        done = 0.0
+        for request_id, rung in self.trial_rung.items():
+            if request_id in self.invalid:
+                continue
+            target = self.rung_lengths[rung]
+            if request_id in self.outstanding and request_id not in self.closed:
+                previous = self.rung_lengths[rung - 1] if rung else 0
+                done += min(max((trained or {}).get(request_id, previous), previous), target)
+            else:
+                done += target
+        return done
+
+    def progress(self, trained: Trained = None) -> float:
+        if self.shutdown:
+            return 1.0
+        return min(PROGRESS_BEFORE_SHUTDOWN, self.units_done(trained) / float(self.planned_length()))
 
     # ---- the algorithm
 
@@ -408,6 +439,13 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
             unit=unit,
             stop_once=bool(searcher_config.get("stop_once", False)),
         )
+
+    def progress(self, trained: Trained = None) -> float:
+        if self.shutdown:
+            return 1.0
+        planned = sum(b.planned_length() for b in self.brackets)
+        done = sum(b.units_done(trained) for b in self.brackets)
+        return min(PROGRESS_BEFORE_SHUTDOWN, done / float(planned))
 
     def describe(self) -> Dict[str, Any]:
         """The brackets as plain JSON: per bracket rungs, trials, concurrency and rung lengths (in `unit`)."""

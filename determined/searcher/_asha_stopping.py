@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from determined.searcher._asha import WORST_METRIC, split_into_brackets
 from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
-from determined.searcher._method import ExitedReason, SearchMethod
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
 from determined.searcher._ops import Close, Create, Operation, Shutdown
 
 
@@ -141,9 +141,12 @@ class StoppingBracket(SearchMethod):
             return [Shutdown()]
         return []
 
-    def progress(self) -> float:
+    def progress(self, trained: Trained = None) -> float:
         """The mean over max_trials of each trial's progress: 1 once stopped or ended, else the larger of its last
-        `report_progress` and its latest time over max_time (trials not created yet count 0)."""
+        `report_progress` and its latest time over max_time (trials not created yet count 0). `trained` (batches)
+        is not used: the rungs are in units of the time metric."""
+        if self.shutdown:
+            return 1.0
         done = 0.0
         for request_id in self.trial_rung:
             if request_id in self.invalid:
@@ -153,7 +156,7 @@ class StoppingBracket(SearchMethod):
             else:
                 done += max(self.reported_progress.get(request_id, 0.0),
                             min(1.0, self.latest_time.get(request_id, 0.0) / self.max_time))
-        return min(1.0, done / self.max_trials)
+        return min(PROGRESS_BEFORE_SHUTDOWN, done / self.max_trials)
 
     # ---- the algorithm
 

@@ -4,7 +4,7 @@ from typing import Any, Dict, List
 
 from determined.config.searchers import MODES
 from determined.searcher._context import MAX_TRIALS, SearchContext
-from determined.searcher._method import ExitedReason
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, Trained
 from determined.searcher._ops import Create, Operation, Shutdown
 
 
@@ -92,8 +92,12 @@ class SideBySideBrackets:
             ops.append(Shutdown())
         return ops
 
-    def progress(self) -> float:
-        return sum(b.progress() * b.max_trials for b in self.brackets) / float(self.max_trials)
+    def progress(self, trained: Trained = None) -> float:
+        """The brackets' progress weighted by their trials (ASHASearch counts units trained instead)."""
+        if self.shutdown:
+            return 1.0
+        done = sum(b.progress(trained) * b.max_trials for b in self.brackets) / float(self.max_trials)
+        return min(PROGRESS_BEFORE_SHUTDOWN, done)
 
     def _bracket_of(self, request_id: str) -> int:
         if request_id not in self.owner:

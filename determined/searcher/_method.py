@@ -1,7 +1,14 @@
 """The interface every search method implements: event handlers that return operations."""
 import abc
 import enum
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping, Optional
+
+# Units (of the method's `unit`) each trial has trained so far, by request id: what the master passes to
+# `progress` so that the search's progress moves while trials train, not only when they report.
+Trained = Optional[Mapping[str, float]]
+
+# Progress stays below 1 until the search has shut down: the last trials may still be validating or closing.
+PROGRESS_BEFORE_SHUTDOWN = 0.99
 
 from determined.searcher._context import SearchContext
 from determined.searcher._ops import Operation
@@ -54,8 +61,12 @@ class SearchMethod(abc.ABC):
         return []
 
     @abc.abstractmethod
-    def progress(self) -> float:
-        """How far the search is, from 0 to 1."""
+    def progress(self, trained: Trained = None) -> float:
+        """How far the search is, from 0 to 1: the work done over the work the search plans.
+
+        `trained` gives, per request id, the units the trial has trained so far (cumulative, as operation
+        lengths are); without it only what trials reported counts.
+        """
 
     @abc.abstractmethod
     def snapshot(self) -> Dict[str, Any]:

@@ -7,7 +7,7 @@ from determined.config.lengths import length_unit, length_value
 from determined.searcher._adaptive import canonical_searcher_config
 from determined.searcher._context import SearchContext
 from determined.searcher._explore import explore
-from determined.searcher._method import ExitedReason, SearchMethod
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
 
@@ -203,12 +203,16 @@ class PBTSearch(SearchMethod):
         self.held = list(survivors)
         return ops + self._seat_clones()
 
-    def progress(self) -> float:
-        if self.shutdown:
+    def progress(self, trained: Trained = None) -> float:
+        if self.shutdown or self.over:
             return 1.0
         reported = min(len(self.scores), self.population_size)
-        done = (self.round * self.population_size + (0 if self.over else reported)) * self.length_per_round
-        return min(1.0, done / float(self.length_per_round * self.population_size * self.num_rounds))
+        done = float((self.round * self.population_size + (0 if self.over else reported)) * self.length_per_round)
+        if not self.over and trained:  # what this round's members trained so far in it
+            start = self.round * self.length_per_round
+            done += sum(min(max(trained.get(rid, start) - start, 0), self.length_per_round)
+                        for rid in self.members if rid not in self.scores)
+        return min(PROGRESS_BEFORE_SHUTDOWN, done / float(self.length_per_round * self.population_size * self.num_rounds))
 
     def describe(self) -> Dict[str, Any]:
         """Population, rounds and lengths of this search, for `det preview-search`."""

@@ -2,7 +2,7 @@
 import copy
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from determined.searcher._asha import ASHASearch, AsyncHalvingSearch, promotion_count
+from determined.searcher._asha import ASHASearch, AsyncHalvingSearch, equal_metrics_length
 from determined.searcher._asha_stopping import ASHAStoppingSearch
 from determined.searcher._context import MAX_TRIALS
 from determined.searcher._grid import GridSearch, grid_axes
@@ -96,22 +96,12 @@ def _halving_preview(method: SearchMethod, hparams: Mapping[str, Any], seed: int
     divisor = float(getattr(method, "divisor"))
     trials = sum(b["trials"] for b in brackets)
     out.update(max_length=int(getattr(method, "max_length")), trials=trials, brackets=brackets,
-               total_length=sum(_equal_metrics_length(b["trials"], b["rung_lengths"], divisor) for b in brackets))
+               total_length=sum(equal_metrics_length(b["trials"], b["rung_lengths"], divisor) for b in brackets))
     out["total_length_worst"] = None
     if trials <= SIMULATION_TRIAL_LIMIT:
         fresh = copy.deepcopy(method)
         out["total_length_worst"] = _simulate(fresh, hparams, seed, _each_new_trial_best(method)).total_length
     return out
-
-
-def _equal_metrics_length(trials: int, lengths: List[int], divisor: float) -> int:
-    """Units trained by one bracket when every trial reports the same metric: floor(n/divisor) move up a rung."""
-    total, reached, previous = 0, trials, 0
-    for length in lengths:
-        total += reached * (length - previous)
-        previous = length
-        reached = promotion_count(reached, divisor)
-    return total
 
 
 def _each_new_trial_best(method: SearchMethod) -> Objective:
@@ -171,7 +161,7 @@ def format_preview(data: Mapping[str, Any]) -> str:
     if data.get("max_length") is not None:
         facts.append(f"max_length {data['max_length']} {unit}")
     if data.get("trials") is not None:
-        facts.append(f"{data['trials']} trials")
+        facts.append(f"{data['trials']} trial{'' if data['trials'] == 1 else 's'}")
     if data.get("max_concurrent_trials"):
         facts.append(f"at most {data['max_concurrent_trials']} at once")
     if data.get("max_rungs") is not None:

@@ -4,7 +4,7 @@ import abc
 from typing import Any, Dict, List, Optional, Set
 
 from determined.searcher._context import MAX_TRIALS, SearchContext
-from determined.searcher._method import ExitedReason, SearchMethod
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 
 
@@ -109,20 +109,28 @@ class FixedTrialsSearch(SearchMethod):
             ops.append(Shutdown())
         return ops
 
-    def progress(self) -> float:
+    def progress(self, trained: Trained = None) -> float:
         counted = self.total - self.replaced
         if counted <= 0:
             return 0.0
         done = float(self.closed - self.closed_invalid)
-        done += sum(self._trial_progress(r) for r in self.open if r not in self.invalid)
-        return min(1.0, done / counted)
+        done += sum(self._trial_progress(r, trained) for r in self.open if r not in self.invalid)
+        progress = done / counted
+        # every trial created and reported (trained and validated, or exited): the search is as good as done
+        finished = self.created >= self.total and all(
+            rid in self.exited or (self.max_length is not None and self.validated.get(rid, 0) >= self.max_length)
+            for rid in self.open)
+        return progress if finished else min(PROGRESS_BEFORE_SHUTDOWN, progress)
 
-    def _trial_progress(self, request_id: str) -> float:
+    def _trial_progress(self, request_id: str, trained: Trained) -> float:
+        """1 once it exited; else the larger of its last `report_progress` and what it trained or validated of
+        max_length."""
         if request_id in self.exited:
             return 1.0
         done = self.reported_progress.get(request_id, 0.0)
         if self.max_length is not None:
-            done = max(done, min(self.validated.get(request_id, 0), self.max_length) / float(self.max_length))
+            reached = max(self.validated.get(request_id, 0), (trained or {}).get(request_id, 0))
+            done = max(done, min(reached, self.max_length) / float(self.max_length))
         return done
 
     def snapshot(self) -> Dict[str, Any]:

@@ -115,8 +115,10 @@ class Searcher:
     def trial_exited_early(self, request_id: str, reason: ExitedReason) -> List[Operation]:
         return self.method.on_trial_exited_early(self.context, request_id, ExitedReason(reason))
 
-    def progress(self) -> float:
-        return max(0.0, min(1.0, float(self.method.progress())))
+    def progress(self, trained: Optional[Mapping[str, float]] = None) -> float:
+        """How far the search is (0 to 1), counting what trials trained so far when `trained` is given."""
+        value = self.method.progress(trained) if trained else self.method.progress()
+        return max(0.0, min(1.0, float(value)))
 
     def snapshot(self) -> Dict[str, Any]:
         return {"method": self.method.snapshot(), "context": self.context.snapshot()}

@@ -33,7 +33,8 @@ def _expected_top(checkpoints: List[Dict[str, Any]], metric: str, smaller: bool)
 
 def test_the_session_goes_where_it_should(env: Env) -> None:
     d = Determined()
-    assert d._session.master == (env.url or "http://in-process")
+    # no master running: reads go to the data dir's database, writes to its app opened in-process
+    assert d._session.master == (env.url or f"local:{env.trained.data_dir.resolve()}")
     if env.url:
         explicit = Determined(master=env.url)
         assert explicit._session.master == env.url

@@ -79,6 +79,8 @@ def test_commands_run_in_the_model_dir_with_the_trials_interpreter_and_environme
     session, experiments = platform
     done, failed = ended(session, experiments["listed"]), ended(session, experiments["failing"])
     assert done["experiment"]["state"] == "COMPLETED" and done["trials"][0]["state"] == "COMPLETED"
+    # the script ended before the searcher's length: its status says so (not "trained the full length")
+    assert done["trials"][0]["status_reason"].startswith("its process ended after 0 batches, before the 1 ")
     trial_id = done["trials"][0]["id"]
     text = "\n".join(logs(session, trial_id))
     assert (f"check: interpreter {sys.executable} args ['an argument', '--flag'] files ['check.py', "
@@ -94,7 +96,7 @@ def test_commands_run_in_the_model_dir_with_the_trials_interpreter_and_environme
     runs = [line.split(" run ")[1].split()[0] for line in lines if line.startswith(f"check: trial {trial['id']} ")]
     assert runs == ["1", "2"]  # DET_TRIAL_RUN_ID counts the runs
     assert any("the entrypoint command exited with status 3" in line for line in lines)
-    assert any("failed (exit code 3): restart 1 of 1" in line for line in lines)
+    assert any("failed with exit code 3; restart 1 of 1" in line for line in lines)
 
 
 def test_a_killed_script_gets_sigterm(platform: Tuple[Session, Dict[str, int]]) -> None:

@@ -100,11 +100,13 @@ def test_max_restarts_exhausted_errors_the_trial_and_the_experiment_goes_on(
         # Two runs, one restart: describe and the trial's logs tell the same count.
         assert by_id[1]["state"] == "ERROR" and by_id[1]["restarts"] == 1
         assert by_id[2]["state"] == "COMPLETED"
+        wait_for(lambda: any("trial ended" in line["message"] for line in s.get("/trials/1/logs")["logs"]),
+                 message="the end in trial 1's logs")
         logs = s.get("/trials/1/logs")["logs"]
-        master_lines = [line["message"] for line in logs if line["stream"] == "master"]
-        assert master_lines == [
-            "trial 1 failed (exit code 3): restart 1 of 1, from the start (no checkpoint yet)",
-            "trial 1 failed (exit code 3) after 1 restart(s) (max_restarts: 1): ERROR",
+        failures = [line["message"] for line in logs if line["message"].startswith("[master] run ") and " failed " in line["message"]]
+        assert failures == [
+            "[master] run 1 failed with exit code 3; restart 1 of 1 from the start (no checkpoint yet)",
+            "[master] run 2 failed with exit code 3; no restart left (max_restarts 1)",
         ]
         assert sum("fake trial 1 starts" in line["message"] for line in logs) == 2
         assert training_steps(s, 1) == []  # nothing reported after the (absent) checkpoint is kept

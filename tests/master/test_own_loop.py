@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from determined.config import load_experiment_config
 from determined.master import actions, allocations, protocol, scheduler, states
-from determined.master.db import default_db_url, make_engine, upgrade
+from determined.master.db import TrialLog, default_db_url, make_engine, upgrade
 from determined.master.experiment import trials_of
 
 
@@ -73,5 +73,5 @@ def test_a_stop_by_the_search_method_preempts_and_the_trial_ends_completed(sessi
     # A report without the time metric is an error of the search: the experiment stops in ERROR.
     protocol.report_validation(session, a, {"steps_completed": 3, "metrics": {"loss": 0.1, "batches": "three"}})
     assert exp.state == states.STOPPING_ERROR and a.preempt_requested
-    logs = [line.message for line in session.query(allocations.TrialLog).filter_by(trial_id=a.id)]
+    logs = [line.message for line in session.query(TrialLog).filter_by(trial_id=a.id)]
     assert any("'batches'" in line and "time_metric" in line for line in logs)

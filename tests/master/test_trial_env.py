@@ -7,7 +7,8 @@ import pytest
 from determined import errors
 from determined.master import storage_roots
 from determined.config import environment_variables
-from determined.master.rm.trial_env import TrialUser, trial_environment
+from determined.master.rm.local import LocalResourceManager
+from determined.master.rm.trial_env import TrialUser, inherited_environment, trial_environment
 
 MASTER_ENV = {
     "PATH": "/usr/bin", "HOME": "/root", "USER": "root", "LANG": "C.UTF-8", "LC_ALL": "C", "PYTHONPATH": "/p",
@@ -64,3 +65,19 @@ def test_only_canonical_uuids_are_checkpoint_ids() -> None:
     for bad in ("6B1F0C9E-2A47-4D3B-9C8E-1F2A3B4C5D6E", "6b1f0c9e2a474d3b9c8e1f2a3b4c5d6e", "..", "checkpoints",
                 "{6b1f0c9e-2a47-4d3b-9c8e-1f2a3b4c5d6e}", None, 7):
         assert not storage_roots.is_checkpoint_uuid(bad), bad
+
+
+def test_an_embedded_masters_trials_inherit_its_users_environment_but_its_det_variables() -> None:
+    env = inherited_environment({**MASTER_ENV, "DET_MASTER": "http://other:8080", "HF_HOME": "/cache/hf"})
+    assert env["MY_API_TOKEN"] == "t" and env["HF_HOME"] == "/cache/hf" and env["RANK"] == "3"
+    assert "DET_DB_URL" not in env and "DET_MASTER" not in env
+    assert env["DET_DATA_DIR"] == "/data" and env["DET_COLLECTIVE_TIMEOUT_S"] == "60" and env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_which_resource_manager_inherits(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_DATASET_DIR", "/datasets")
+    monkeypatch.setenv("DET_DB_URL", "postgresql://det:pw@db/det")
+    embedded = LocalResourceManager(str(tmp_path / "a"), lambda *a: None, prestart=0, inherit_environment=True)
+    server = LocalResourceManager(str(tmp_path / "b"), lambda *a: None, prestart=0)
+    assert embedded.base_env()["MY_DATASET_DIR"] == "/datasets" and "DET_DB_URL" not in embedded.base_env()
+    assert "MY_DATASET_DIR" not in server.base_env() and "DET_DB_URL" not in server.base_env()

@@ -64,6 +64,8 @@ def test_async_halving_grid_random_single() -> None:
     single = preview(canonical({"name": "single", "max_length": {"batches": 50}}))
     assert (single["trials"], single["total_length"]) == (1, 50)
     assert "Total training: 50 batches" in format_preview(single)
+    assert "1 trial\n" in format_preview(single) + "\n" and "1 trials" not in format_preview(single)
+    assert "7 trials" in format_preview(rnd)
 
 
 def test_pbt_and_adaptive_family() -> None:

@@ -43,7 +43,9 @@ def test_wait_exit_codes_archive_and_live_logs(server: ServerProcess, tmp_path: 
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert follower.stdout is not None
-        first = [follower.stdout.readline(), follower.stdout.readline()]  # stdout and stderr, in capture order
+        # the master's line that the run starts, then the trial's stdout and stderr, in capture order
+        first = [follower.stdout.readline() for _ in range(3)]
+        assert first[0].startswith("[master] run 1 starts at batch 0"), first
         assert any("fake trial 1 starts at batch 0" in line for line in first), first
         assert follower.poll() is None, "logs -f keeps following a running trial"
         assert server.session().get("/trials/1")["trial"]["state"] == "ACTIVE"

@@ -95,7 +95,7 @@ def test_a_full_disk_is_survived_and_recovered_from(small_disk: pathlib.Path, ca
         for trial in session.get(f"/experiments/{exp_id}")["trials"]:
             logs += [e["message"] for e in session.get(f"/trials/{trial['id']}/logs", {"limit": 1000})["logs"]]
         assert any(m.startswith("[master] ") and "log line(s) dropped: disk full" in m for m in logs), logs
-        assert any("failed (exit code" in m and "restart 1 of" in m for m in logs), logs
+        assert any(m.startswith("[master] run ") and "failed with exit code" in m and "restart 1 of" in m for m in logs), logs
         restarted = [m for m in logs if m.startswith("fake trial") and "starts at batch" in m and "batch 0" not in m]
         assert restarted, "lines logged after the recovery are stored: the log writer lives on"
         assert "Exception in thread" not in server.output(), "no thread of the master died"

@@ -67,6 +67,8 @@ def asha_config() -> Dict[str, Any]:
                      "max_trials": 6, "divisor": 2, "max_rungs": 3, "mode": "aggressive"},
         "hyperparameters": {"global_batch_size": 1, "x": {"type": "double", "minval": 0, "maxval": 1},
                             "extra": {"noise": {"type": "double", "minval": 0, "maxval": 1}},  # nested: extra.noise
+                            "lr": {"type": "log", "minval": -4, "maxval": -1},
+                            "batch": {"type": "categorical", "vals": [20, 30, 40]},
                             "sleep": 0.01, "report_every": 2},
         "max_restarts": 1,
     }
@@ -127,7 +129,7 @@ def artifacts() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def shared_context(browser: Any) -> Iterator[Any]:
     """One browser context for the page tests (plotly.js is fetched once; the token stays in localStorage)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
     try:
         yield context
     finally:

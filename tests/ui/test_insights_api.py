@@ -44,7 +44,7 @@ def test_importance_route(ui_master: Dict[str, Any]) -> None:
     api, asha = ui_master["api"], ui_master["asha"]
     answer = api.get(f"/experiments/{asha}/hyperparameter_importance")
     assert answer["metric"] == "validation_loss" and answer["num_trials"] == 6
-    assert set(answer["importance"]) == {"x", "extra.noise"}  # nested hyperparameters under dotted names
+    assert set(answer["importance"]) == {"x", "extra.noise", "lr", "batch"}  # nested ones under dotted names
     assert all(0.0 <= v <= 1.0 for v in answer["importance"].values())
     other = api.get(f"/experiments/{asha}/hyperparameter_importance", metric="accuracy")
     assert other["metric"] == "accuracy" and other["num_trials"] == 6
@@ -59,3 +59,19 @@ def test_cluster_slots_name_the_running_trial(ui_master: Dict[str, Any]) -> None
     assert allocation["experiment_id"] == running and allocation["owner"] == "determined"
     assert allocation["slots"] == 1 and len(allocation["slot_ids"]) == 1 and allocation["pid"] > 0
     assert api.client.get("/cluster/slots", headers={"Authorization": ""}).status_code == 401
+
+
+def test_metrics_carry_times_and_groups(ui_master: Dict[str, Any]) -> None:
+    api, asha = ui_master["api"], ui_master["asha"]
+    answer = api.get(f"/experiments/{asha}/metrics")
+    assert answer["groups"] == ["training", "validation"]
+    for t in answer["trials"]:
+        assert t["start_time"] and all(p["end_time"] >= t["start_time"] for p in t["training"] + t["validation"])
+
+
+def test_model_files_of_an_experiment(ui_master: Dict[str, Any]) -> None:
+    api, asha = ui_master["api"], ui_master["asha"]
+    answer = api.get(f"/experiments/{asha}/model_files")
+    assert answer == {"files": [{"path": "model.py", "size": 18, "text": "class T:\n    pass\n"}], "truncated": False}
+    assert api.client.get("/experiments/99999/model_files").status_code == 404
+

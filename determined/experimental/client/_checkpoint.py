@@ -1,18 +1,20 @@
 """Checkpoint: one stored checkpoint of a trial, to download and load."""
+from __future__ import annotations
+
 import io
 import json
 import os
 import pathlib
 import shutil
 import sys
-import tarfile
 import tempfile
-from typing import Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined import errors
-from determined.common.api import Session
-from determined.config import redaction
 from determined.experimental.client._common import MasterBound, json_object, string_list
+
+if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
+    from determined.common.api import Session
 
 METADATA_FILE = "metadata.json"
 LOAD_DATA_FILE = "load_data.json"
@@ -124,6 +126,8 @@ class Checkpoint(MasterBound):
                 f"checkpoint {self.uuid} is {self.state}: only COMPLETED checkpoints have files to download"
             )
         local.mkdir(parents=True, exist_ok=True)
+        from determined.config import redaction
+
         if redaction.hidden_values(self.storage):
             self._download_through_master(local)
         else:
@@ -139,6 +143,8 @@ class Checkpoint(MasterBound):
 
     def _download_through_master(self, local: pathlib.Path) -> None:
         """The files as the master reads them from storage: clients do not get the storage's secrets."""
+        import tarfile  # only here: the read commands import this module too
+
         staging = pathlib.Path(tempfile.mkdtemp(prefix=".files-", dir=local))
         try:
             with tarfile.open(fileobj=_ChunkReader(self._session.stream(f"/checkpoints/{self.uuid}/files")),

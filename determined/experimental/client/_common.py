@@ -1,11 +1,15 @@
 """What every client object shares: the session to its master, argument errors, timestamps."""
+from __future__ import annotations
+
 import datetime
 import json
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from determined import errors
-from determined.common.api import Session
 from determined.experimental import _connect
+
+if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
+    from determined.common.api import Session
 
 
 class UsageError(errors.DeterminedError, ValueError):

@@ -1,11 +1,15 @@
 """Model: an entry of the model registry and its versions (checkpoints)."""
+from __future__ import annotations
+
 import datetime
 import enum
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from determined.common.api import Session
 from determined.experimental.client._checkpoint import Checkpoint
 from determined.experimental.client._common import MasterBound, UsageError, json_object, parse_time, string_list
+
+if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
+    from determined.common.api import Session
 
 
 class ModelSortBy(enum.Enum):

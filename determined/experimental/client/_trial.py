@@ -1,11 +1,15 @@
 """TrialReference: the checkpoints of one trial."""
-from typing import Any, Dict, List, Optional
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from determined import errors
-from determined.common.api import Session
 from determined.experimental.client import _ranking
 from determined.experimental.client._checkpoint import Checkpoint
 from determined.experimental.client._common import MasterBound, UsageError
+
+if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
+    from determined.common.api import Session
 
 
 class TrialReference(MasterBound):

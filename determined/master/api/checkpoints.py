@@ -4,8 +4,9 @@ from typing import Any, Dict, List, Optional
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 
-from determined.master import auth, registry, serialize
+from determined.master import auth, reads, registry, serialize
 from determined.master.api._deps import json_response, master_of, problems_as_http
+from determined.master.dbread import reader_of
 
 router = APIRouter()
 
@@ -13,8 +14,7 @@ router = APIRouter()
 @router.get("/checkpoints/{uuid}")
 def get_checkpoint(request: Request, uuid: str) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        ckpt = registry.get_checkpoint(s, uuid)
-        return json_response(lambda: {"checkpoint": serialize.checkpoint(s, ckpt)}, f"checkpoint {uuid}")
+        return json_response(lambda: reads.checkpoint(reader_of(s), uuid), f"checkpoint {uuid}")
 
 
 @router.post("/checkpoints/{uuid}/metadata")
@@ -33,3 +33,4 @@ def remove_metadata(request: Request, uuid: str, keys: Optional[List[str]] = Que
     with problems_as_http(), master_of(request).write() as s:
         ckpt = registry.remove_checkpoint_metadata(s, uuid, keys or [], auth.principal_of(request))
         return {"checkpoint": serialize.checkpoint(s, ckpt)}
+

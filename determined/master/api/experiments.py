@@ -3,13 +3,12 @@ from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import Response
-from sqlalchemy import select
 
 from determined.config.storage import with_gc_policy
-from determined.master import actions, auth, gc, registry, serialize, states
+from determined.master import actions, auth, gc, reads, registry, serialize, states
 from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
-from determined.master.db import Checkpoint, Experiment
-from determined.master.experiment import get_experiment, trials_of
+from determined.master.dbread import reader_of
+from determined.master.experiment import get_experiment
 from determined.master.model_def import decode_model_def
 from determined.master.problems import RequestProblem
 
@@ -55,17 +54,13 @@ def slots_per_trial_from(config: Dict[str, Any]) -> int:
 def list_experiments(request: Request) -> Response:
     """`{"experiments": [<experiment>...]}`; an experiment that cannot be shown is left out and named in `omitted`."""
     with master_of(request).read() as s:
-        exps = s.scalars(select(Experiment).order_by(Experiment.id))
-        return json_list("experiments", exps, lambda e: serialize.experiment(s, e), lambda e: e.id)
+        return json_list(*reads.experiments(reader_of(s)))
 
 
 @router.get("/experiments/{experiment_id}")
 def describe_experiment(request: Request, experiment_id: int) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        exp = get_experiment(s, experiment_id)
-        return json_response(lambda: {"experiment": serialize.experiment(s, exp),
-                                      "trials": [serialize.trial(t) for t in trials_of(s, exp.id)]},
-                             f"experiment {exp.id}")
+        return json_response(lambda: reads.experiment(reader_of(s), experiment_id), f"experiment {experiment_id}")
 
 
 def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]:
@@ -116,13 +111,7 @@ def unarchive(request: Request, experiment_id: int) -> Dict[str, Any]:
 def experiment_checkpoints(request: Request, experiment_id: int,
                            state_filter: Optional[List[str]] = Query(default=None, alias="states")) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        get_experiment(s, experiment_id)
-        wanted = registry.check_checkpoint_states(state_filter)
-        query = select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
-        if wanted:
-            query = query.where(Checkpoint.state.in_(wanted))
-        return json_list("checkpoints", s.scalars(query.order_by(Checkpoint.id)), lambda c: serialize.checkpoint(s, c),
-                         lambda c: c.uuid)
+        return json_list(*reads.experiment_checkpoints(reader_of(s), experiment_id, state_filter))
 
 
 @router.get("/experiments/{experiment_id}/preview_gc")

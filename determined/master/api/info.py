@@ -13,4 +13,4 @@ router = APIRouter()
 def master_info(request: Request) -> Dict[str, Any]:
     master = master_of(request)
     return {"version": determined.__version__, "data_dir": str(master.data_dir), "url": master.url,
-            "slots": master.total_slots()}
+            "slots": master.total_slots(), "scheduler": master.run_scheduler}

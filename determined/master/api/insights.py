@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from determined import searcher
 from determined.config import canonical_hparams, dotted, flat_hparams, hparam_leaves
-from determined.master import importance
+from determined.master import importance, model_files, serialize
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Experiment, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.experiment import get_experiment, load_searcher, trials_of
@@ -25,8 +25,8 @@ def _numeric(value: Any) -> bool:
 
 @router.get("/experiments/{experiment_id}/metrics")
 def experiment_metrics(request: Request, experiment_id: int) -> Dict[str, Any]:
-    """Every trial's training and validation metrics (`[{"steps_completed", "metrics"}]`, by batches) and the
-    names of the numeric metrics reported, for learning curves."""
+    """Every trial's metrics by group (`training`, `validation`: `[{"steps_completed", "end_time", "metrics"}]`),
+    the groups and the names of the numeric metrics reported in each, for learning curves."""
     with problems_as_http(), master_of(request).read() as s:
         get_experiment(s, experiment_id)
         trials = trials_of(s, experiment_id)
@@ -34,17 +34,29 @@ def experiment_metrics(request: Request, experiment_id: int) -> Dict[str, Any]:
         series: Dict[int, Dict[str, List[Dict[str, Any]]]] = {t.id: {"training": [], "validation": []} for t in trials}
         names: Dict[str, set] = {"training": set(), "validation": set()}
         for kind, table in (("training", TrainingMetrics), ("validation", ValidationMetrics)):
-            rows = s.execute(select(table.trial_id, table.steps_completed, table.metrics)
+            rows = s.execute(select(table.trial_id, table.steps_completed, table.end_time, table.metrics)
                              .where(table.trial_id.in_(ids)).order_by(table.trial_id, table.steps_completed, table.id))
-            for trial_id, steps, metrics in rows:
+            for trial_id, steps, end_time, metrics in rows:
                 numbers = {k: v for k, v in (metrics or {}).items() if _numeric(v)}
                 names[kind].update(numbers)
-                series[trial_id][kind].append({"steps_completed": steps, "metrics": numbers})
+                series[trial_id][kind].append({"steps_completed": steps, "end_time": serialize.timestamp(end_time),
+                                               "metrics": numbers})
         return {
             "trials": [{"trial_id": t.id, "state": t.state, "hparams": t.hparams, "best_validation": t.best_validation,
-                        "total_batches": t.total_batches, **series[t.id]} for t in trials],
+                        "total_batches": t.total_batches, "start_time": serialize.timestamp(t.start_time) if t.runs
+                        else None, **series[t.id]} for t in trials],
+            "groups": ["training", "validation"],
             "metric_names": {kind: sorted(v) for kind, v in names.items()},
         }
+
+
+@router.get("/experiments/{experiment_id}/model_files")
+def experiment_model_files(request: Request, experiment_id: int) -> Dict[str, Any]:
+    """The files of the experiment's model definition: `{"files": [{"path", "size", "text"}], "truncated"}`
+    (`text` null for binary or big files; determined/master/model_files.py)."""
+    with problems_as_http(), master_of(request).read() as s:
+        archive = get_experiment(s, experiment_id).model_def
+    return model_files.model_files(archive)
 
 
 # ---------------------------------------------------------------- hyperparameter importance

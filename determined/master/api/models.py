@@ -5,8 +5,9 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
 from sqlalchemy.exc import IntegrityError
 
-from determined.master import auth, registry, serialize
+from determined.master import auth, reads, registry, serialize
 from determined.master.api._deps import http_error, json_list, json_response, master_of, problems_as_http
+from determined.master.dbread import reader_of
 from determined.master.problems import RequestProblem
 
 router = APIRouter()
@@ -17,8 +18,7 @@ def list_models(request: Request, sort_by: str = "name", order_by: str = "asc", 
                 description: str = "") -> Response:
     """`{"models": [<model>...]}`; a model that cannot be shown is left out and named in `omitted`."""
     with problems_as_http(), master_of(request).read() as s:
-        models = registry.list_models(s, sort_by, order_by, name, description)
-        return json_list("models", models, lambda m: serialize.model(s, m), lambda m: m.name)
+        return json_list(*reads.models(reader_of(s), sort_by, order_by, name, description))
 
 
 @router.post("/models/{name}")
@@ -33,8 +33,7 @@ def create_model(request: Request, name: str, body: Any = Body(None)) -> Dict[st
 @router.get("/models/{name}")
 def get_model(request: Request, name: str) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        model = registry.get_model(s, name)
-        return json_response(lambda: {"model": serialize.model(s, model)}, f"model {name!r}")
+        return json_response(lambda: reads.model(reader_of(s), name), f"model {name!r}")
 
 
 @router.patch("/models/{name}")

@@ -3,12 +3,11 @@ from typing import Any, Dict, List, Optional
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
-from sqlalchemy import select
 
-from determined.master import actions, auth, protocol, registry, serialize
+from determined.master import actions, auth, reads, serialize
 from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
-from determined.master.db import Checkpoint, GroupMetrics, TrainingMetrics, TrialLog, ValidationMetrics
-from determined.master.experiment import get_trial
+from determined.master.dbread import reader_of
+from determined.master.experiment import get_experiment
 
 router = APIRouter()
 
@@ -16,38 +15,14 @@ router = APIRouter()
 @router.get("/trials/{trial_id}")
 def describe_trial(request: Request, trial_id: int) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        trial = get_trial(s, trial_id)
-        training = s.scalars(select(TrainingMetrics).where(TrainingMetrics.trial_id == trial_id)
-                             .order_by(TrainingMetrics.steps_completed, TrainingMetrics.id))
-        validation = s.scalars(select(ValidationMetrics).where(ValidationMetrics.trial_id == trial_id)
-                               .order_by(ValidationMetrics.steps_completed, ValidationMetrics.id))
-        checkpoints = s.scalars(select(Checkpoint).where(Checkpoint.trial_id == trial_id).order_by(Checkpoint.id))
-        groups = s.scalars(select(GroupMetrics.group_name).where(GroupMetrics.trial_id == trial_id).distinct())
-        return json_response(lambda: {
-            "trial": serialize.trial(trial),
-            "training_metrics": serialize.training_metrics(list(training)),
-            "validation_metrics": serialize.validation_metrics(list(validation)),
-            "metric_groups": ["training", "validation"] + sorted(groups),
-            "checkpoints": [serialize.checkpoint(s, c) for c in checkpoints],
-        }, f"trial {trial_id}")
+        return json_response(lambda: reads.trial(reader_of(s), trial_id), f"trial {trial_id}")
 
 
 @router.get("/trials/{trial_id}/metrics")
 def trial_metrics(request: Request, trial_id: int, group: str = Query(..., max_length=128)) -> Response:
     """The trial's metrics of one group (`training`, `validation`, or any group it reported), by steps_completed."""
     with problems_as_http(), master_of(request).read() as s:
-        get_trial(s, trial_id)
-        if group == "training":
-            rows = s.scalars(select(TrainingMetrics).where(TrainingMetrics.trial_id == trial_id)
-                             .order_by(TrainingMetrics.steps_completed, TrainingMetrics.id))
-            return json_response(lambda: {"group": group, "metrics": serialize.training_metrics(list(rows))},
-                                 f"trial {trial_id}'s {group} metrics")
-        table: Any = ValidationMetrics if group == "validation" else GroupMetrics
-        query = select(table).where(table.trial_id == trial_id)
-        if table is GroupMetrics:
-            query = query.where(GroupMetrics.group_name == protocol.check_group(group))
-        rows = s.scalars(query.order_by(table.steps_completed, table.id))
-        return json_response(lambda: {"group": group, "metrics": serialize.validation_metrics(list(rows))},
+        return json_response(lambda: reads.trial_metrics(reader_of(s), trial_id, group),
                              f"trial {trial_id}'s {group} metrics")
 
 
@@ -56,22 +31,14 @@ def trial_logs(request: Request, trial_id: int, offset: int = Query(0, ge=0),
                limit: int = Query(1000, ge=1, le=10000)) -> Dict[str, Any]:
     """Log lines in the order they were captured; `offset` counts lines, `next_offset` continues after these."""
     with problems_as_http(), master_of(request).read() as s:
-        trial = get_trial(s, trial_id)
-        rows = list(s.scalars(select(TrialLog).where(TrialLog.trial_id == trial_id)
-                              .order_by(TrialLog.id).offset(offset).limit(limit)))
-        return {
-            "logs": [{"id": r.id, "timestamp": serialize.timestamp(r.timestamp), "stream": r.stream, "message": r.message}
-                     for r in rows],
-            "next_offset": offset + len(rows),
-            "trial_state": trial.state,
-        }
+        return reads.trial_logs(reader_of(s), trial_id, offset, limit)
 
 
 @router.post("/trials/{trial_id}/kill", dependencies=[Depends(auth.trial_owner_only)])
 def kill_trial(request: Request, trial_id: int) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).write() as s:
         trial = actions.kill_trial(s, trial_id)
-        return {"trial": serialize.trial(trial)}
+        return {"trial": serialize.trials(s, get_experiment(s, trial.experiment_id), [trial])[0]}
 
 
 @router.get("/trials/{trial_id}/checkpoints")
@@ -79,10 +46,4 @@ def trial_checkpoints(request: Request, trial_id: int,
                       states: Optional[List[str]] = Query(default=None)) -> Response:
     """The trial's checkpoints ordered by steps_completed, then id; `states` filters (repeatable)."""
     with problems_as_http(), master_of(request).read() as s:
-        get_trial(s, trial_id)
-        wanted = registry.check_checkpoint_states(states)
-        query = select(Checkpoint).where(Checkpoint.trial_id == trial_id)
-        if wanted:
-            query = query.where(Checkpoint.state.in_(wanted))
-        rows = s.scalars(query.order_by(Checkpoint.steps_completed, Checkpoint.id))
-        return json_list("checkpoints", rows, lambda c: serialize.checkpoint(s, c), lambda c: c.uuid)
+        return json_list(*reads.trial_checkpoints(reader_of(s), trial_id, states))

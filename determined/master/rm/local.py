@@ -17,7 +17,7 @@ from determined.common._process import die_with_parent
 from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
 from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
 from determined.master.rm.slots import Slots, detect_slots
-from determined.master.rm.trial_env import TrialUser, trial_environment
+from determined.master.rm.trial_env import TrialUser, inherited_environment, trial_environment
 
 logger = logging.getLogger("determined.master")
 
@@ -68,7 +68,9 @@ class LocalResourceManager:
     can reap it without waiting for its next poll.
 
     Every trial process (prestarted or not, launcher included) starts from `trial_env.trial_environment`, an
-    allow-list of this process's environment, plus the experiment's variables (`launch(env=...)`). With
+    allow-list of this process's environment (a server's), or with `inherit_environment` (an embedded master, whose
+    trials are its user's own programs) from this process's whole environment but its DET_* variables, plus the
+    experiment's variables (`launch(env=...)`). With
     `trial_user`, it runs as that OS user (this process must be root) in a run directory owned by it.
     """
 
@@ -82,8 +84,10 @@ class LocalResourceManager:
         prestart: Optional[int] = None,
         trial_user: Optional[TrialUser] = None,
         line_bytes: int = DEFAULT_LINE_BYTES,
+        inherit_environment: bool = False,
     ) -> None:
         self.work_root = work_root
+        self.inherit_environment = inherit_environment and trial_user is None
         self.line_bytes = line_bytes  # the longest output line kept whole (log_lines.capped_lines)
         self.trial_user = trial_user
         self._popen_user = trial_user.popen_kwargs() if trial_user is not None else {}
@@ -124,6 +128,8 @@ class LocalResourceManager:
         home = None
         if self.trial_user is not None:
             home = self.trial_user.home if _owned_dir(self.trial_user.home, self.trial_user.uid) else self._spare_home()
+        if self.inherit_environment:
+            return inherited_environment(os.environ)
         return trial_environment(os.environ, user=self.trial_user, home=home)
 
     def _spare_home(self) -> str:

@@ -78,6 +78,22 @@ def _passed(name: str, with_credentials: bool) -> bool:
 _OWN_USER_NAMES = ("HOME", "USER", "LOGNAME", "DET_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 
 
+# Variables of the master's own that a trial never inherits, even from an embedded master: the platform sets each
+# trial's DET_* variables itself, and the database's URL and password are the master's.
+_MASTER_ONLY_PREFIXES = ("DET_",)
+_INHERITED_DET_NAMES = frozenset({"DET_DATA_DIR", "DET_COLLECTIVE_TIMEOUT_S"})
+
+
+def inherited_environment(source: Mapping[str, str]) -> Dict[str, str]:
+    """The environment a trial of an embedded master starts from: its user's whole environment (the trials are
+    that user's programs on that user's machine, as a script run by hand would be), without the master's own
+    DET_* variables."""
+    env = {k: v for k, v in source.items()
+           if not k.startswith(_MASTER_ONLY_PREFIXES) or k in _INHERITED_DET_NAMES}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 def trial_environment(source: Mapping[str, str], *, user: Optional[TrialUser] = None,
                       home: Optional[str] = None) -> Dict[str, str]:
     """The environment a trial process starts from, taken from `source` (the master's or a Ray worker's).
@@ -95,4 +111,4 @@ def trial_environment(source: Mapping[str, str], *, user: Optional[TrialUser] = 
     return env
 
 
-__all__: List[str] = ["TrialUser", "resolve_trial_user", "trial_environment"]
+__all__: List[str] = ["TrialUser", "resolve_trial_user", "trial_environment", "inherited_environment"]

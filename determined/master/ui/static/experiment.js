@@ -1,33 +1,53 @@
-// One experiment: learning curves, hyperparameter views and importance, searcher progress, trials, controls.
+// One experiment: progress, learning curves, compare trials, hyperparameter views and importance, searcher
+// progress, trials (status and why), configuration and model code, controls.
 "use strict";
 
 (() => {
   const { el } = det;
-  const id = window.DET_UI.experimentId;
+  const id = det.config.experimentId;
   const TERMINAL = ["COMPLETED", "CANCELED", "ERROR"];
-  const picker = document.getElementById("metric-picker");
-  const view = { exp: null, trials: [], metrics: null, progress: null, importanceKey: null };
+  const view = {
+    exp: null, trials: [], metrics: null, progress: null, importanceKey: null, signature: null,
+    compare: new Set(), curve: curves.newView(), samples: [],
+  };
 
   // ---- helpers over the data
 
-  // The searched hyperparameters, nested ones under dotted names (the master lists them with their paths).
-  function searchedHparams(exp) { return (exp.searched_hparams || []).map((h) => h.name); }
-
-  function hparamSpec(exp, name) { return (exp.searched_hparams || []).find((h) => h.name === name) || {}; }
-
-  function hparamValue(exp, trial, name) {
-    const path = hparamSpec(exp, name).path || [name];
-    return path.reduce((v, key) => (v !== null && typeof v === "object" ? v[key] : undefined), trial.hparams);
-  }
-
-  function better(a, b) { // is a better than b for the searcher metric
-    if (b === null || b === undefined) return true;
-    return view.exp.smaller_is_better ? a < b : a > b;
-  }
-
   function metricValue(value) { return typeof value === "number" && isFinite(value) ? value : NaN; }
+  function bestId() { return view.exp.best_trial_id; }
+  function singleTrial() { return view.trials.length <= 1; }
+
+  function colorOf(trialId) {
+    const index = view.trials.findIndex((t) => t.id === trialId);
+    return curves.PALETTE[(index < 0 ? trialId : index) % curves.PALETTE.length];
+  }
+
+  function series(trials) {
+    const config = view.exp.config;
+    return trials.map((t) => ({
+      id: t.trial_id, label: `Trial ${t.trial_id}`, color: colorOf(t.trial_id), thick: t.trial_id === bestId(),
+      groups: { training: t.training, validation: t.validation },
+      ctx: { batchSize: Number((t.hparams || {}).global_batch_size) || 1, recordsPerEpoch: config.records_per_epoch || 0,
+        start: t.start_time },
+    }));
+  }
 
   // ---- header, summary and buttons
+
+  function timing() {
+    const exp = view.exp;
+    const elapsed = exp.start_time ? ((exp.end_time ? new Date(exp.end_time) : new Date()) - new Date(exp.start_time)) / 1000 : null;
+    if (TERMINAL.includes(exp.state) || exp.state === "PAUSED") return { elapsed, eta: null };
+    const recent = view.samples.filter((s) => s.t > Date.now() - 120000);
+    let eta = null;
+    if (recent.length >= 2 && recent[recent.length - 1].p > recent[0].p) {
+      const [a, b] = [recent[0], recent[recent.length - 1]];
+      eta = (1 - b.p) * ((b.t - a.t) / 1000) / (b.p - a.p);
+    } else if (exp.progress > 0 && elapsed) {
+      eta = (1 - exp.progress) * elapsed / exp.progress;
+    }
+    return { elapsed, eta };
+  }
 
   function renderHeader() {
     const exp = view.exp;
@@ -35,8 +55,11 @@
       exp.name + (exp.description && exp.description !== exp.name ? ` — ${exp.description}` : "");
     document.getElementById("exp-state").replaceChildren(det.stateBadge(exp.state));
     const searcher = exp.config.searcher;
+    const { elapsed, eta } = timing();
     det.fill(document.getElementById("exp-summary"),
-      el("span", {}, "Progress ", det.progressBar(exp.progress)),
+      el("span", { id: "exp-progress" }, "Progress ", det.progressBar(exp.progress)),
+      el("span", { id: "exp-elapsed" }, `Elapsed ${det.fmtSeconds(elapsed)}`),
+      eta !== null ? el("span", { id: "exp-eta" }, `ETA ${det.fmtSeconds(eta)}`) : null,
       el("span", {}, `Searcher ${searcher.name} on ${exp.searcher_metric} (${exp.smaller_is_better ? "smaller" : "larger"} is better)`),
       el("span", {}, "Best ", exp.best_validation === null ? "none yet" : det.fmtNum(exp.best_validation),
         exp.best_trial_id ? el("a", { href: "/trials/" + exp.best_trial_id }, ` (trial ${exp.best_trial_id})`) : ""),
@@ -65,69 +88,108 @@
   document.getElementById("btn-activate").addEventListener("click", () => control("activate"));
   document.getElementById("btn-kill").addEventListener("click", () => control("kill"));
 
-  // ---- learning curves
+  // ---- learning curves and compare
 
-  function renderPicker() {
-    const names = view.metrics.metric_names;
-    const options = [...names.validation.map((n) => "validation:" + n), ...names.training.map((n) => "training:" + n)];
-    const current = picker.value;
-    const existing = Array.from(picker.options).map((o) => o.value);
-    if (options.join("|") !== existing.join("|")) {
-      picker.replaceChildren(...options.map((o) => el("option", { value: o }, o.replace(":", ": "))));
-      const preferred = "validation:" + view.exp.searcher_metric;
-      picker.value = options.includes(current) ? current : options.includes(preferred) ? preferred : options[0] || "";
-    }
+  function quantityNow() {
+    const qs = curves.quantities(view.metrics.metric_names);
+    return { qs, q: qs.find((q) => q.key === view.curve.metric) };
   }
 
   function renderCurves() {
-    const [kind, name] = (picker.value || ":").split(/:(.*)/s);
-    const best = view.exp.best_trial_id;
-    const traces = view.metrics.trials.map((t) => {
-      const points = (t[kind] || []).filter((p) => name in p.metrics);
-      const isBest = t.trial_id === best;
-      return {
-        type: "scatter", mode: points.length === 1 ? "markers" : "lines+markers",
-        name: `Trial ${t.trial_id}` + (isBest ? " (best)" : ""), meta: t.trial_id,
-        x: points.map((p) => p.steps_completed), y: points.map((p) => p.metrics[name]),
-        line: { width: isBest ? 4 : 1.5 }, marker: { size: isBest ? 7 : 4 }, opacity: best && !isBest ? 0.55 : 1,
-      };
-    });
-    det.plot("learning-curves", traces, {
-      height: 380, xaxis: { title: { text: "batches" } }, yaxis: { title: { text: name || "" } },
-      legend: { orientation: "v" }, uirevision: picker.value,
-    });
+    const { qs } = quantityNow();
+    curves.controls(document.getElementById("curve-controls"), view.curve, {
+      quantities: qs, preferred: curves.quantity(view.exp.searcher_metric), groups: view.metrics.groups,
+      epochs: (view.exp.config.records_per_epoch || 0) > 0,
+    }, () => { renderCurves(); renderCompare(); });
+    const { q } = quantityNow();
+    const traces = q ? curves.traces(series(view.metrics.trials), q, view.curve) : [];
+    det.plot("learning-curves", traces, curves.layout(q, view.curve));
   }
-  picker.addEventListener("change", renderCurves);
+
+  function renderCompare() {
+    const card = document.getElementById("compare-card");
+    const chosen = view.trials.filter((t) => view.compare.has(t.id));
+    card.classList.toggle("hidden", chosen.length === 0);
+    if (!chosen.length) return;
+    document.getElementById("compare-note").textContent =
+      `${chosen.length} trial${chosen.length > 1 ? "s" : ""}: ${chosen.map((t) => t.id).join(", ")} · the curves follow the controls above`;
+    const { q } = quantityNow();
+    const picked = view.metrics.trials.filter((t) => view.compare.has(t.trial_id));
+    det.plot("compare-curves", q ? curves.traces(series(picked), q, view.curve) : [], curves.layout(q, view.curve, 340));
+    // hyperparameters and results side by side: a row per field, a column per trial
+    const flat = Object.fromEntries(chosen.map((t) => [t.id, det.flatten(t.hparams)]));
+    const names = [...new Set(chosen.flatMap((t) => Object.keys(flat[t.id])))].sort();
+    const differs = (name) => new Set(chosen.map((t) => JSON.stringify(flat[t.id][name]))).size > 1;
+    const rows = [
+      ["State", (t) => det.stateBadge(t.status || t.state, t.status_reason)],
+      ["Batches", (t) => det.fmtNum(t.total_batches)],
+      [`Best ${view.exp.searcher_metric}`, (t) => det.fmtNum(t.best_validation)],
+      ...names.map((n) => [n, (t) => det.fmtValue(flat[t.id][n]), differs(n)]),
+    ];
+    const table = el("table", { class: "data compare" },
+      el("thead", {}, el("tr", {}, el("th", {}, ""), chosen.map((t) => el("th", { "data-trial": String(t.id) },
+        el("a", { href: "/trials/" + t.id, style: { color: colorOf(t.id) } }, `Trial ${t.id}`))))),
+      el("tbody", {}, rows.map(([label, cell, diff]) => el("tr", { class: diff ? "differs" : null },
+        el("th", {}, label), chosen.map((t) => el("td", {}, cell(t)))))));
+    document.getElementById("compare-table").replaceChildren(table);
+  }
+
+  document.getElementById("compare-clear").addEventListener("click", () => {
+    view.compare.clear();
+    renderTrials();
+    renderCompare();
+  });
 
   // ---- hyperparameter views
 
-  function dimension(name, values) {
-    if (values.every((v) => typeof v === "number" || v === null || v === undefined)) {
-      return { label: name, values: values.map(metricValue) };
+  function logTicks(low, high) {
+    const ticks = [];
+    for (let e = Math.ceil(low - 1e-9); e <= Math.floor(high + 1e-9); e++) ticks.push(e);
+    if (ticks.length < 2) return [low, high];
+    return ticks;
+  }
+
+  // One parallel-coordinates axis: log hyperparameters on a log10 scale with their values as ticks,
+  // categorical ones with a tick per category, numbers on their range.
+  function dimension(name, spec, values) {
+    if (spec.type === "log") {
+      const scale = Math.log10(spec.base || 10);
+      const low = spec.minval * scale, high = spec.maxval * scale;
+      const ticks = logTicks(low, high);
+      return { label: `${name} (log)`, values: values.map((v) => (v > 0 ? Math.log10(v) : NaN)), range: [low, high],
+        tickvals: ticks, ticktext: ticks.map((t) => det.fmtNum(Number(Math.pow(10, t).toPrecision(6)))) };
     }
-    const categories = [...new Set(values.map((v) => JSON.stringify(v)))];
-    return { label: name, values: values.map((v) => categories.indexOf(JSON.stringify(v))),
-      tickvals: categories.map((_, i) => i), ticktext: categories.map((c) => c.replace(/^"|"$/g, "")) };
+    if (spec.type === "categorical") {
+      const cats = (spec.vals || []).map((v) => JSON.stringify(v));
+      return { label: name, values: values.map((v) => cats.indexOf(JSON.stringify(v))), range: [0, Math.max(1, cats.length - 1)],
+        tickvals: cats.map((_, i) => i), ticktext: (spec.vals || []).map((v) => det.fmtValue(v)) };
+    }
+    const range = typeof spec.minval === "number" && typeof spec.maxval === "number" ? [spec.minval, spec.maxval] : undefined;
+    return { label: name, values: values.map(metricValue), range };
   }
 
   function renderHparams() {
     const exp = view.exp;
-    const names = searchedHparams(exp);
+    const single = singleTrial();
+    document.getElementById("single-trial-note").classList.toggle("hidden", !single);
+    document.getElementById("hparam-views").classList.toggle("hidden", single);
+    document.getElementById("scatter-card").classList.toggle("hidden", single);
+    if (single) return;
+    const searched = det.searchedHparams(exp);
     const trials = view.trials;
     const metric = trials.map((t) => metricValue(t.best_validation));
-    const dims = [{ label: "trial", values: trials.map((t) => t.id) }];
-    for (const name of names) dims.push(dimension(name, trials.map((t) => hparamValue(exp, t, name))));
+    const dims = searched.map(({ name, path, spec }) => dimension(name, spec, trials.map((t) => det.hparamValue(t.hparams, path))));
     dims.push({ label: exp.searcher_metric, values: metric });
     const finite = metric.filter((v) => !isNaN(v));
     det.plot("hp-parcoords", [{
       type: "parcoords", dimensions: dims, meta: trials.map((t) => t.id),
       line: { color: metric.map((v) => (isNaN(v) ? (finite.length ? Math.max(...finite) : 0) : v)),
         colorscale: "Viridis", reversescale: !exp.smaller_is_better, showscale: true },
-    }], { height: 360, margin: { l: 60, r: 60, t: 40, b: 30 } });
+    }], { height: 360, margin: { l: 60, r: 60, t: 50, b: 30 } });
 
     document.getElementById("scatter-metric").textContent = exp.searcher_metric;
     const row = document.getElementById("hp-scatter");
-    const wanted = names.length ? names : [];
+    const wanted = searched.map((s) => s.name);
     if (row.dataset.names !== wanted.join("|")) {
       row.replaceChildren(...wanted.map((n) => el("div", { class: "scatter-plot", "data-hparam": n })));
       if (!wanted.length) row.append(el("p", { class: "muted" }, "No hyperparameter is searched (all are constant)."));
@@ -136,18 +198,21 @@
     const withMetric = trials.filter((t) => !isNaN(metricValue(t.best_validation)));
     for (const div of row.querySelectorAll(".scatter-plot")) {
       const name = div.dataset.hparam;
-      const spec = hparamSpec(exp, name);
+      const { path, spec } = searched.find((s) => s.name === name);
       det.plot(div, [{
-        type: "scatter", mode: "markers", x: withMetric.map((t) => hparamValue(exp, t, name)), y: withMetric.map((t) => t.best_validation),
-        text: withMetric.map((t) => `trial ${t.id}`), marker: { size: 8,
-          color: withMetric.map((t) => (t.id === exp.best_trial_id ? "#d62728" : "#1f77b4")) },
+        type: "scatter", mode: "markers", x: withMetric.map((t) => det.hparamValue(t.hparams, path)),
+        y: withMetric.map((t) => t.best_validation), text: withMetric.map((t) => `trial ${t.id}`),
+        marker: { size: 8, color: withMetric.map((t) => (t.id === exp.best_trial_id ? "#d62728" : "#1f77b4")) },
       }], { height: 260, margin: { l: 55, r: 10, t: 10, b: 45 },
-        xaxis: { title: { text: name }, type: spec && spec.type === "log" ? "log" : undefined },
+        xaxis: { title: { text: name }, type: spec.type === "log" ? "log" : spec.type === "categorical" ? "category" : undefined,
+          categoryorder: spec.type === "categorical" ? "array" : undefined,
+          categoryarray: spec.type === "categorical" ? spec.vals : undefined },
         yaxis: { title: { text: exp.searcher_metric } } });
     }
   }
 
   async function refreshImportance() {
+    if (singleTrial()) return;
     const key = view.trials.map((t) => `${t.id}:${t.best_validation}`).join(",");
     if (key === view.importanceKey) return;
     view.importanceKey = key;
@@ -166,31 +231,35 @@
   function renderProgress() {
     const p = view.progress;
     document.getElementById("searcher-note").textContent =
-      `${p.name}, ${Math.round(p.progress * 100)}% · ` + Object.entries(p.trials_by_state).map(([s, n]) => `${n} ${s}`).join(", ");
-    const labels = [], promoted = [], reported = [], running = [];
-    p.brackets.forEach((bracket, b) => bracket.rungs.forEach((rung) => {
-      labels.push((p.brackets.length > 1 ? `bracket ${b + 1} ` : "") + `rung ${rung.index + 1} (${rung.length} ${p.unit})`);
-      promoted.push(rung.promoted);
-      reported.push(rung.reported.length - rung.promoted);
-      running.push(rung.in_progress.length);
-    }));
-    det.plot("searcher-progress", [
-      { type: "bar", name: "promoted", x: labels, y: promoted, marker: { color: "#2ca02c" } },
-      { type: "bar", name: "reported", x: labels, y: reported, marker: { color: "#1f77b4" } },
-      { type: "bar", name: "training", x: labels, y: running, marker: { color: "#ff7f0e" } },
-    ], { barmode: "stack", height: 300, yaxis: { title: { text: "trials" } } });
+      `${p.name}, ${Math.round(p.progress * 1000) / 10}% · ` + Object.entries(p.trials_by_state).map(([s, n]) => `${n} ${s}`).join(", ");
+    const chart = document.getElementById("searcher-progress");
+    chart.classList.toggle("hidden", singleTrial());
     const rows = [];
     p.brackets.forEach((bracket, b) => bracket.rungs.forEach((rung) => rows.push({
       bracket: b + 1, rung: rung.index + 1, length: rung.length, reported: rung.reported.length,
       promoted: rung.promoted, training: rung.in_progress.length,
       trials: rung.reported.map((r) => r.trial_id).concat(rung.in_progress),
     })));
+    if (!singleTrial()) {
+      const labels = [], promoted = [], reported = [], running = [];
+      p.brackets.forEach((bracket, b) => bracket.rungs.forEach((rung) => {
+        labels.push((p.brackets.length > 1 ? `bracket ${b + 1} ` : "") + `rung ${rung.index + 1} (${rung.length} ${p.unit})`);
+        promoted.push(rung.promoted);
+        reported.push(rung.reported.length - rung.promoted);
+        running.push(rung.in_progress.length);
+      }));
+      det.plot(chart, [
+        { type: "bar", name: "promoted", x: labels, y: promoted, marker: { color: "#2ca02c" } },
+        { type: "bar", name: "reported", x: labels, y: reported, marker: { color: "#1f77b4" } },
+        { type: "bar", name: "training", x: labels, y: running, marker: { color: "#ff7f0e" } },
+      ], { barmode: "stack", height: 300, yaxis: { title: { text: "trials" } } });
+    }
     det.sortableTable(document.getElementById("searcher-rungs"), [
       ...(p.brackets.length > 1 ? [{ key: "bracket", label: "Bracket" }] : []),
       { key: "rung", label: "Rung" }, { key: "length", label: `Length (${p.unit})` },
       { key: "reported", label: "Reported" }, { key: "promoted", label: "Promoted" }, { key: "training", label: "Training" },
       { key: "trials", label: "Trials", value: (r) => r.trials.length,
-        cell: (r) => el("span", {}, r.trials.filter((t) => t !== null).map((t) => el("a", { href: "/trials/" + t, class: "chip" }, String(t)))) },
+        cell: (r) => el("span", { class: "chips" }, r.trials.filter((t) => t !== null).map((t) => el("a", { href: "/trials/" + t, class: "chip" }, String(t)))) },
     ], rows);
   }
 
@@ -198,24 +267,58 @@
 
   function renderTrials() {
     const exp = view.exp;
-    const names = searchedHparams(exp);
+    const searched = det.searchedHparams(exp);
     const latestTraining = {};
     for (const t of view.metrics.trials) latestTraining[t.trial_id] = (t.training[t.training.length - 1] || {}).metrics || {};
     const columns = [
-      { key: "id", label: "Trial", value: (t) => t.id, cell: (t) => el("a", { href: "/trials/" + t.id }, String(t.id) + (t.id === exp.best_trial_id ? " ★" : "")) },
-      { key: "state", label: "State", cell: (t) => det.stateBadge(t.state) },
-      { key: "total_batches", label: "Batches" },
-      { key: "restarts", label: "Restarts" },
-      ...names.map((n) => ({ key: "hp:" + n, label: n, value: (t) => hparamValue(exp, t, n) })),
-      { key: "best", label: `best ${exp.searcher_metric}`, value: (t) => t.best_validation },
-      ...view.metrics.metric_names.validation.map((n) => ({ key: "val:" + n, label: `val ${n}`,
-        value: (t) => (t.latest_validation || {})[n] })),
-      ...view.metrics.metric_names.training.map((n) => ({ key: "train:" + n, label: `train ${n}`,
-        value: (t) => latestTraining[t.id] && latestTraining[t.id][n] })),
-      { key: "duration", label: "Duration", value: (t) => new Date(t.end_time || Date.now()) - new Date(t.start_time),
+      { key: "id", label: "Trial", pinned: true, value: (t) => t.id,
+        cell: (t) => el("a", { href: "/trials/" + t.id }, String(t.id) + (t.id === exp.best_trial_id ? " ★" : "")) },
+      { key: "state", label: "State", pinned: true, value: (t) => t.status || t.state,
+        cell: (t) => det.stateBadge(t.status || t.state, t.status_reason) },
+      { key: "reason", label: "Why", optional: true, value: (t) => t.status_reason || "",
+        cell: (t) => el("span", { class: "reason", title: t.status_reason || "" }, t.status_reason || "") },
+      { key: "total_batches", label: "Batches", numeric: true },
+      { key: "best", label: `Best ${exp.searcher_metric}`, value: (t) => t.best_validation, numeric: true },
+      ...searched.map(({ name, path }) => ({ key: "hp:" + name, label: name, optional: "hparam", numeric: true,
+        value: (t) => det.hparamValue(t.hparams, path) })),
+      ...view.metrics.metric_names.validation.filter((n) => n !== exp.searcher_metric).map((n) => ({
+        key: "val:" + n, label: n, optional: "metric", numeric: true, value: (t) => (t.latest_validation || {})[n] })),
+      ...view.metrics.metric_names.training.map((n) => ({ key: "train:" + n, label: `training ${n}`, optional: "metric",
+        numeric: true, value: (t) => latestTraining[t.id] && latestTraining[t.id][n] })),
+      { key: "restarts", label: "Restarts", optional: true, numeric: true },
+      { key: "start", label: "Started", optional: true, value: (t) => t.start_time || "", cell: (t) => det.fmtTime(t.start_time) },
+      { key: "duration", label: "Duration", numeric: true,
+        value: (t) => (t.start_time ? new Date(t.end_time || Date.now()) - new Date(t.start_time) : null),
         cell: (t) => det.fmtDuration(t.start_time, t.end_time) },
     ];
-    det.sortableTable(document.getElementById("trials-table"), columns, view.trials);
+    det.sortableTable(document.getElementById("trials-table"), columns, view.trials, undefined, {
+      name: "trials", select: {
+        has: (t) => view.compare.has(t.id),
+        set: (t, checked) => { if (checked) view.compare.add(t.id); else view.compare.delete(t.id); renderCompare(); },
+      },
+    });
+  }
+
+  // ---- configuration and model code (they do not change: read once)
+
+  let codeFiles = null;
+  async function renderConfigAndCode() {
+    document.getElementById("exp-config").textContent = det.yamlText(view.exp.config);
+    if (codeFiles) return;
+    codeFiles = await det.api(`/experiments/${id}/model_files`);
+    const picker = document.getElementById("code-file");
+    det.fill(picker, codeFiles.files.map((f) => el("option", { value: f.path }, `${f.path} (${det.fmtBytes(f.size)})`)));
+    const entry = String(view.exp.config.entrypoint || "").split(":")[0].replace(/\./g, "/") + ".py";
+    const first = codeFiles.files.find((f) => f.path === entry) || codeFiles.files.find((f) => f.text !== null) || codeFiles.files[0];
+    const show = () => {
+      const file = codeFiles.files.find((f) => f.path === picker.value);
+      document.getElementById("exp-code").textContent = file && file.text !== null ? file.text : "";
+      document.getElementById("code-note").textContent = !file ? "No files." : file.text === null
+        ? `${file.path} is binary or too big to show (${det.fmtBytes(file.size)}).` : "";
+    };
+    picker.addEventListener("change", show);
+    if (first) picker.value = first.path;
+    show();
   }
 
   // ---- polling
@@ -224,8 +327,9 @@
   async function refresh() {
     const [described, metrics, progress] = await Promise.all([
       det.api(`/experiments/${id}`), det.api(`/experiments/${id}/metrics`), det.api(`/experiments/${id}/searcher_progress`)]);
+    view.samples.push({ t: Date.now(), p: described.experiment.progress });
     const signature = JSON.stringify([described, metrics, progress]);
-    if (signature === view.signature) return true; // nothing changed: leave the charts alone
+    if (signature === view.signature) { renderHeader(); return true; } // nothing changed: leave the charts alone
     view.signature = signature;
     view.exp = described.experiment;
     view.trials = described.trials;
@@ -233,14 +337,15 @@
     view.progress = progress;
     document.title = `Experiment ${id} · ${view.exp.state} · Determined`;
     renderHeader();
-    renderPicker();
     renderCurves();
     renderHparams();
     renderProgress();
     renderTrials();
+    renderCompare();
+    await renderConfigAndCode();
     if (round++ % 3 === 0 || TERMINAL.includes(view.exp.state)) await refreshImportance();
     return true;
   }
 
-  det.ready().then(() => det.poll(refresh, 3000)).catch(() => {});
+  det.ready().then(() => det.poll(refresh, 2000)).catch(() => {});
 })();

@@ -11,20 +11,22 @@
   let experiments = [];
 
   const columns = [
-    { key: "id", label: "ID", value: (e) => e.id, cell: (e) => el("a", { href: "/experiments/" + e.id }, String(e.id)) },
+    { key: "id", label: "ID", pinned: true, value: (e) => e.id, cell: (e) => el("a", { href: "/experiments/" + e.id }, String(e.id)) },
     { key: "name", label: "Name", value: (e) => e.name || e.description,
-      cell: (e) => el("a", { href: "/experiments/" + e.id, title: e.description || "" }, e.name || e.description || "(no name)") },
+      cell: (e) => el("a", { href: "/experiments/" + e.id, class: "ellipsis", title: e.description || e.name || "" },
+        e.name || e.description || "(no name)") },
     { key: "state", label: "State", value: (e) => e.state, cell: (e) => det.stateBadge(e.state) },
     { key: "progress", label: "Progress", value: (e) => e.progress, cell: (e) => det.progressBar(e.progress) },
-    { key: "searcher", label: "Searcher", value: (e) => e.config.searcher.name },
+    { key: "searcher", label: "Searcher", optional: true, value: (e) => e.config.searcher.name },
     { key: "best", label: "Best metric", value: (e) => e.best_validation,
       cell: (e) => e.best_validation === null ? "" : `${e.searcher_metric} ${det.fmtNum(e.best_validation)}` },
-    { key: "trials", label: "Trials", value: (e) => e.num_trials },
-    { key: "owner", label: "Owner", value: (e) => e.owner },
-    { key: "start", label: "Started", value: (e) => e.start_time, cell: (e) => det.fmtTime(e.start_time) },
+    { key: "trials", label: "Trials", value: (e) => e.num_trials, numeric: true },
+    { key: "owner", label: "Owner", optional: true, value: (e) => e.owner },
+    { key: "start", label: "Started", optional: true, value: (e) => e.start_time, cell: (e) => det.fmtTime(e.start_time) },
     { key: "duration", label: "Duration", value: (e) => new Date(e.end_time || Date.now()) - new Date(e.start_time),
-      cell: (e) => det.fmtDuration(e.start_time, e.end_time) },
-    { key: "labels", label: "Labels", value: (e) => (e.labels || []).join(", ") },
+      cell: (e) => det.fmtDuration(e.start_time, e.end_time), numeric: true },
+    { key: "labels", label: "Labels", optional: true, value: (e) => (e.labels || []).join(", "),
+      cell: (e) => el("span", { class: "chips" }, (e.labels || []).map((l) => el("span", { class: "chip" }, l))) },
   ];
 
   function matches(e) {
@@ -40,7 +42,8 @@
   function render() {
     const shown = experiments.filter(matches);
     count.textContent = `${shown.length} of ${experiments.length}`;
-    det.sortableTable(table, columns, shown, { key: "id", desc: true });
+    det.sortableTable(table, columns, shown, { key: "id", desc: true }, { name: "experiments",
+      empty: experiments.length ? "No experiment matches the filter." : "No experiments yet: det experiment create CONFIG_FILE MODEL_DIR" });
   }
 
   filter.addEventListener("input", render);

@@ -13,7 +13,7 @@
     { key: "name", label: "Name", cell: link },
     { key: "description", label: "Description" },
     { key: "num_versions", label: "Versions" },
-    { key: "metadata", label: "Metadata", value: (m) => JSON.stringify(m.metadata || {}),
+    { key: "metadata", label: "Metadata", optional: true, value: (m) => JSON.stringify(m.metadata || {}),
       cell: (m) => el("code", { class: "small" }, JSON.stringify(m.metadata || {})) },
     { key: "creation_time", label: "Created", cell: (m) => det.fmtTime(m.creation_time) },
     { key: "last_updated_time", label: "Updated", cell: (m) => det.fmtTime(m.last_updated_time) },
@@ -23,7 +23,8 @@
     const text = filter.value.trim().toLowerCase();
     const shown = models.filter((m) => !text || `${m.name} ${m.description}`.toLowerCase().includes(text));
     count.textContent = `${shown.length} of ${models.length}`;
-    det.sortableTable(table, columns, shown);
+    det.sortableTable(table, columns, shown, undefined, { name: "models",
+      empty: models.length ? "No model matches the filter." : "No models yet: register a checkpoint from a trial's page, or with det model create NAME." });
   }
 
   filter.addEventListener("input", render);

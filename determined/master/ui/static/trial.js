@@ -1,45 +1,71 @@
-// One trial: metric charts, hyperparameters, checkpoints with their metadata, and logs that follow live.
+// One trial: its status and why, metric charts (training and validation of a quantity together), hyperparameters,
+// checkpoints with download / copy / register, and the logs, followed live.
 "use strict";
 
 (() => {
   const { el } = det;
-  const id = window.DET_UI.trialId;
+  const id = det.config.trialId;
   const TERMINAL = ["COMPLETED", "CANCELED", "ERROR"];
   const logs = document.getElementById("logs");
   const follow = document.getElementById("follow-logs");
+  const view = curves.newView();
   let logOffset = 0;
   let lastSignature = "";
-
-  // Nested hyperparameters under dotted names (optim.lr), for the table only.
-  function dotted(values, prefix = "", out = {}) {
-    for (const [k, v] of Object.entries(values || {})) {
-      if (v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length) dotted(v, prefix + k + ".", out);
-      else out[prefix + k] = v;
-    }
-    return out;
-  }
+  let data = null;
+  let experiment = null;
 
   function renderSummary(t) {
     document.getElementById("trial-experiment").replaceChildren("of ",
       el("a", { href: "/experiments/" + t.experiment_id }, `experiment ${t.experiment_id}`));
-    document.getElementById("trial-state").replaceChildren(det.stateBadge(t.state));
+    document.getElementById("trial-state").replaceChildren(det.stateBadge(t.status || t.state, t.status_reason));
+    document.getElementById("trial-reason").textContent = t.status_reason ? `${t.status || t.state}: ${t.status_reason}` : "";
     det.fill(document.getElementById("trial-summary"),
-      el("span", {}, `Batches ${t.total_batches}`),
+      el("span", {}, `Batches ${det.fmtNum(t.total_batches)}`),
       el("span", {}, `Best validation ${t.best_validation === null ? "none yet" : det.fmtNum(t.best_validation)}`),
       el("span", {}, `Restarts ${t.restarts}`),
       el("span", {}, `Seed ${t.seed}`),
-      el("span", {}, `Started ${det.fmtTime(t.start_time)}`),
-      t.end_time ? el("span", {}, `Ended ${det.fmtTime(t.end_time)}`) : null,
+      el("span", { id: "trial-started" }, `Started ${t.start_time ? det.fmtTime(t.start_time) : "not yet"}`),
+      t.end_time ? el("span", { id: "trial-ended" }, `Ended ${det.fmtTime(t.end_time)}`) : null,
+      t.start_time ? el("span", {}, `Duration ${det.fmtDuration(t.start_time, t.end_time)}`) : null,
       t.warm_start_checkpoint_uuid ? el("span", {}, `Started from checkpoint ${t.warm_start_checkpoint_uuid}`) : null,
       t.log_policy_matched ? el("span", {}, `Log policy matched: ${t.log_policy_matched}`) : null,
       t.runner_status ? el("span", {}, `Status: ${t.runner_status}`) : null,
     );
-    document.title = `Trial ${id} · ${t.state} · Determined`;
+    document.title = `Trial ${id} · ${t.status || t.state} · Determined`;
   }
 
-  // Metric groups: training & validation together (the default), or one other group (report_metrics, profiler).
+  function renderCharts() {
+    const names = { training: new Set(), validation: new Set() };
+    for (const [group, rows] of [["training", data.training_metrics], ["validation", data.validation_metrics]]) {
+      for (const row of rows) for (const [k, v] of Object.entries(row.metrics || {})) if (typeof v === "number") names[group].add(k);
+    }
+    const qs = curves.quantities({ training: [...names.training], validation: [...names.validation] });
+    curves.controls(document.getElementById("trial-controls"), view, {
+      metricPicker: false, groups: ["training", "validation"], epochs: ((experiment || {}).config || {}).records_per_epoch > 0,
+    }, renderCharts);
+    const box = document.getElementById("trial-charts");
+    const keys = qs.map((q) => q.key);
+    if (box.dataset.names !== keys.join("|")) {
+      box.replaceChildren(...keys.map((k) => el("div", { class: "metric-chart", "data-metric": k })));
+      if (!keys.length) box.append(el("p", { class: "muted" }, "No metrics reported yet."));
+      box.dataset.names = keys.join("|");
+    }
+    const t = data.trial;
+    const s = [{ id: t.id, label: "", color: { training: "#1f77b4", validation: "#ff7f0e" }, thick: false,
+      groups: { training: data.training_metrics, validation: data.validation_metrics },
+      ctx: { batchSize: Number((t.hparams || {}).global_batch_size) || 1,
+        recordsPerEpoch: ((experiment || {}).config || {}).records_per_epoch || 0, start: t.start_time } }];
+    for (const div of box.querySelectorAll(".metric-chart")) {
+      const q = qs.find((x) => x.key === div.dataset.metric);
+      det.plot(div, curves.traces(s, q, view), Object.assign(curves.layout(q, view, 280), {
+        title: { text: q.key, font: { size: 14 } }, margin: { l: 55, r: 10, t: 35, b: 40 }, legend: { orientation: "h", y: -0.3 } }));
+    }
+  }
+
+  // Metric groups other than training & validation (report_metrics, the profiler's): chosen in a selector, drawn
+  // one chart per metric against batches (or against time for the profiler's groups).
   const groupSelect = document.getElementById("trial-group");
-  const SYSTEM_GROUPS = ["cpu", "memory", "disk", "network", "gpu"];  // the profiler's: x is a time
+  const SYSTEM_GROUPS = ["cpu", "memory", "disk", "network", "gpu"];
   let group = "";
   groupSelect.addEventListener("change", () => { group = groupSelect.value; lastSignature = ""; refreshTrial(); });
 
@@ -51,32 +77,27 @@
       groupSelect.dataset.groups = wanted.join("|");
     }
     groupSelect.hidden = wanted.length < 2;
+    document.getElementById("trial-controls").hidden = Boolean(group);
   }
 
-  function renderCharts(training, validation, groupName) {
-    const sets = groupName ? [[training, groupName, "solid"]]
-      : [[training, "training", "solid"], [validation, "validation", "dot"]];
+  function renderGroupCharts(rows, groupName) {
     const time = SYSTEM_GROUPS.includes(groupName);
     const names = new Set();
-    for (const row of training.concat(validation)) {
-      for (const [k, v] of Object.entries(row.metrics || {})) if (typeof v === "number") names.add(k);
-    }
+    for (const row of rows) for (const [k, v] of Object.entries(row.metrics || {})) if (typeof v === "number") names.add(k);
     const sorted = [...names].sort();
     const box = document.getElementById("trial-charts");
-    if (box.dataset.names !== sorted.join("|")) {
+    const signature = `${groupName}:${sorted.join("|")}`;
+    if (box.dataset.names !== signature) {
       box.replaceChildren(...sorted.map((n) => el("div", { class: "metric-chart", "data-metric": n })));
       if (!sorted.length) box.append(el("p", { class: "muted" }, "No metrics reported yet."));
-      box.dataset.names = sorted.join("|");
+      box.dataset.names = signature;
     }
     for (const div of box.querySelectorAll(".metric-chart")) {
       const name = div.dataset.metric;
-      const series = (rows, label, dash) => {
-        const points = rows.filter((r) => typeof (r.metrics || {})[name] === "number");
-        return { type: "scatter", mode: points.length === 1 ? "markers" : "lines+markers", name: label,
-          x: points.map((r) => (time ? new Date(r.steps_completed * 1000) : r.steps_completed)),
-          y: points.map((r) => r.metrics[name]), line: { dash } };
-      };
-      det.plot(div, sets.map(([rows, label, dash]) => series(rows, label, dash)), {
+      const points = rows.filter((r) => typeof (r.metrics || {})[name] === "number");
+      det.plot(div, [{ type: "scatter", mode: points.length === 1 ? "markers" : "lines+markers", name: groupName,
+        x: points.map((r) => (time ? new Date(r.steps_completed * 1000) : r.steps_completed)),
+        y: points.map((r) => r.metrics[name]) }], {
         height: 280, title: { text: name, font: { size: 14 } }, margin: { l: 55, r: 10, t: 35, b: 40 },
         xaxis: { title: { text: time ? "time" : "batches" } }, legend: { orientation: "h", y: -0.3 },
       });
@@ -85,36 +106,40 @@
 
   function renderCheckpoints(checkpoints) {
     det.sortableTable(document.getElementById("trial-checkpoints"), [
-      { key: "steps_completed", label: "Batches" },
+      { key: "steps_completed", label: "Batches", numeric: true },
       { key: "uuid", label: "UUID", cell: (c) => el("code", {}, c.uuid) },
       { key: "state", label: "State", cell: (c) => det.stateBadge(c.state) },
-      { key: "size", label: "Size", value: (c) => Object.values(c.resources || {}).reduce((a, b) => a + b, 0), cell: (c) => det.bytes(c.resources) },
-      { key: "validation", label: "Validation", value: (c) => JSON.stringify(c.validation_metrics || {}),
-        cell: (c) => Object.entries(c.validation_metrics || {}).map(([k, v]) => `${k}=${det.fmtNum(v)}`).join(" ") },
-      { key: "metadata", label: "Metadata", value: (c) => JSON.stringify(c.metadata || {}),
-        cell: (c) => el("code", { class: "small" }, JSON.stringify(c.metadata || {})) },
-      { key: "framework", label: "Framework", value: (c) => [c.framework, c.format].filter(Boolean).join(" / ") },
-      { key: "models", label: "Registered as", value: (c) => (c.model_versions || []).length,
-        cell: (c) => el("span", {}, (c.model_versions || []).map((v) =>
+      { key: "size", label: "Size", numeric: true, value: (c) => Object.values(c.resources || {}).reduce((a, b) => a + b, 0),
+        cell: (c) => det.bytes(c.resources) },
+      { key: "validation", label: "Validation", optional: "metric", value: (c) => JSON.stringify(c.validation_metrics || {}),
+        cell: (c) => { const text = Object.entries(c.validation_metrics || {}).map(([k, v]) => `${k}=${det.fmtNum(v)}`).join(" ");
+          return el("span", { class: "ellipsis", title: text }, text); } },
+      { key: "models", label: "Registered as", optional: true, value: (c) => (c.model_versions || []).length,
+        cell: (c) => el("span", { class: "chips" }, (c.model_versions || []).map((v) =>
           el("a", { href: "/models/" + encodeURIComponent(v.model_name), class: "chip" }, `${v.model_name} v${v.version}`))) },
-      { key: "end_time", label: "Time", cell: (c) => det.fmtTime(c.end_time) },
-    ], checkpoints, { key: "steps_completed", desc: true });
+      { key: "metadata", label: "Metadata", optional: true, value: (c) => JSON.stringify(c.metadata || {}),
+        cell: (c) => el("code", { class: "small" }, JSON.stringify(c.metadata || {})) },
+      { key: "end_time", label: "Saved", optional: true, cell: (c) => det.fmtTime(c.end_time) },
+      { key: "actions", label: "", value: () => "", cell: (c) => det.checkpointActions(c, () => { lastSignature = ""; refreshTrial(); }) },
+    ], checkpoints, { key: "steps_completed", desc: true }, { name: "checkpoints", empty: "No checkpoints yet." });
   }
 
   async function refreshTrial() {
     const d = await det.api(`/trials/${id}`);
+    if (!experiment) experiment = (await det.api(`/experiments/${d.trial.experiment_id}`)).experiment;
     const signature = JSON.stringify(d);
     if (signature === lastSignature) return !TERMINAL.includes(d.trial.state);
     lastSignature = signature;
+    data = d;
     renderSummary(d.trial);
     renderGroups(d.metric_groups);
     if (group) {
-      const rows = (await det.api(`/trials/${id}/metrics?group=${encodeURIComponent(group)}`)).metrics;
-      renderCharts(rows, [], group);
+      renderGroupCharts((await det.api(`/trials/${id}/metrics?group=${encodeURIComponent(group)}`)).metrics, group);
     } else {
-      renderCharts(d.training_metrics, d.validation_metrics, "");
+      renderCharts();
     }
-    det.keyValueTable(document.getElementById("trial-hparams"), dotted(d.trial.hparams));
+    det.keyValueTable(document.getElementById("trial-hparams"), det.flatten(d.trial.hparams));
+    det.keyValueTable(document.getElementById("trial-validation"), d.trial.latest_validation || {});
     renderCheckpoints(d.checkpoints);
     return !TERMINAL.includes(d.trial.state);
   }
