@@ -75,3 +75,30 @@ def test_a_stop_by_the_search_method_preempts_and_the_trial_ends_completed(sessi
     assert exp.state == states.STOPPING_ERROR and a.preempt_requested
     logs = [line.message for line in session.query(TrialLog).filter_by(trial_id=a.id)]
     assert any("'batches'" in line and "time_metric" in line for line in logs)
+
+
+def test_a_trial_deletes_its_own_checkpoint(session: Session) -> None:
+    """CheckpointContext.delete: the master marks the checkpoint DELETED (the latest one moves back); another trial's
+    checkpoint is a 404, a registered one a 409."""
+    import uuid as uuid_mod
+
+    from determined.master import auth, registry
+    from determined.master.problems import RequestProblem
+
+    exp = experiment(session, {"name": "random", "max_trials": 2})
+    a, b = running(session, exp.id)
+    first, second = str(uuid_mod.uuid4()), str(uuid_mod.uuid4())
+    for steps, uuid in ((4, first), (8, second)):
+        protocol.report_checkpoint(session, a, {"uuid": uuid, "steps_completed": steps, "resources": {"w": 1}})
+    assert a.latest_checkpoint_uuid == second
+    with pytest.raises(RequestProblem) as other:
+        protocol.delete_own_checkpoint(session, b, second)
+    assert other.value.status == 404
+    protocol.delete_own_checkpoint(session, a, second)
+    assert a.latest_checkpoint_uuid == first
+    admin = auth.Principal(username="admin", user_id=None, admin=True)
+    model = registry.create_model(session, "m", {}, admin)
+    registry.register_version(session, model, {"checkpoint_uuid": first}, admin)
+    with pytest.raises(RequestProblem) as registered:
+        protocol.delete_own_checkpoint(session, a, first)
+    assert registered.value.status == 409 and a.latest_checkpoint_uuid == first
