@@ -57,13 +57,16 @@ def run_trial(trial_class: Type[Trial], core_context: core.Context) -> None:
 
     Seeds `random` and numpy with the trial seed, calls the controller's `pre_execute_hook` (where a
     framework seeds itself), builds the trial context and the controller, and runs it. A `det.InvalidHP`
-    from the trial's code ends the trial with the early exit INVALID_HP (no error, no restart).
+    from the trial's code ends the trial with the early exit INVALID_HP (no error, no restart). With
+    `profiling.enabled` in the config the profiler reports the system metrics meanwhile.
     """
     controller_class = _controller_class(trial_class)
     seed = core_context.info.trial_seed
     _seed_python_and_numpy(seed)
     controller_class.pre_execute_hook(seed, core_context.distributed)
     context = _build_trial_context(trial_class, core_context)
+    if (core_context.info.config.get("profiling") or {}).get("enabled"):
+        core_context.profiler.on()  # Determined 0.30+: profiling.enabled collects the system metrics
     try:
         controller = controller_class(trial_class, context)
         controller.run()

@@ -95,7 +95,7 @@ class TrialLoop(TrialController):
     def _after_batch(self, op: core.SearcherOperation) -> bool:
         """Report, stop, validate and checkpoint as due after a batch; False when the trial must stop."""
         stop = self._should_stop()
-        done = self.steps_completed >= op.length
+        done = self.steps_completed >= op._batches
         validation_due = self._validation_due()
         checkpoint_due = self._checkpoint_due()
         if stop or done or validation_due or checkpoint_due or self._unreported_batches() >= self._scheduling_unit:
@@ -110,7 +110,7 @@ class TrialLoop(TrialController):
                 return self._stop()
         if not done and self._checkpoint_due():
             self._checkpoint()
-        op.report_progress(self.steps_completed)
+        op._report_batches(self.steps_completed)
         return True
 
     def _complete(self, op: core.SearcherOperation) -> None:
@@ -229,7 +229,7 @@ class BatchLoop(TrialLoop):
     def _run_operation(self, op: core.SearcherOperation) -> bool:
         """Work through one searcher operation; False when the trial must stop."""
         self._maybe_validate_initially()
-        while self.steps_completed < op.length:
+        while self.steps_completed < op._batches:
             self._train_one_batch()
             if not self._after_batch(op):
                 return False
@@ -272,7 +272,7 @@ class HookLoop(TrialLoop):
 
     def _advance(self) -> bool:
         """Complete the current operation while it is reached and move to the next; False when none is left."""
-        while self._op is not None and self.steps_completed >= self._op.length:
+        while self._op is not None and self.steps_completed >= self._op._batches:
             self._complete(self._op)
             assert self._ops is not None
             self._op = next(self._ops, None)

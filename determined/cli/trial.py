@@ -13,11 +13,18 @@ _TRIAL_TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 def describe(args: argparse.Namespace) -> int:
     from determined.experimental import _connect, _follow
 
-    d = _connect.read_session(args.master).get(f"/trials/{args.trial_id}")
+    session = _connect.read_session(args.master)
+    d = session.get(f"/trials/{args.trial_id}")
+    other_groups = [g for g in d.get("metric_groups", []) if g not in ("training", "validation")]
+    groups = {g: session.get(f"/trials/{args.trial_id}/metrics", params={"group": g})["metrics"]
+              for g in other_groups} if args.metrics else {}
     if args.json:
         out = dict(d["trial"])
         for key in ("training_metrics", "validation_metrics", "checkpoints"):
             out[key] = d[key]
+        out["metric_groups"] = d.get("metric_groups", ["training", "validation"])
+        if args.metrics:
+            out["metrics"] = groups  # the groups other than training and validation (report_metrics, profiler)
         _render.print_json(out)
         return 0
     t = d["trial"]
@@ -28,7 +35,7 @@ def describe(args: argparse.Namespace) -> int:
         ("Started", _render.fmt_time(t.get("start_time")) or "not yet"), ("Ended", _render.fmt_time(t.get("end_time"))),
         ("Duration", fmt_duration(duration_between(t.get("start_time"), t.get("end_time")))
          if t.get("start_time") else ""),
-        ("Started from", t.get("warm_start_checkpoint_uuid")),
+        ("Started from", t.get("warm_start_checkpoint_uuid")), ("Status set by the code", t.get("runner_status")),
     ])
     hparams = _follow.flat_hparams(t.get("hparams") or {}, None)
     if hparams:
@@ -57,6 +64,12 @@ def describe(args: argparse.Namespace) -> int:
                 _render.Column("State", drop=1)]
     print()
     _render.print_table(columns, rows, title="Workloads", empty="No validations or checkpoints yet.")
+    for group, records in groups.items():  # report_metrics(group, ...) and the profiler's groups
+        print()
+        _render.table(["Steps", "Metrics"], [[r["steps_completed"], _render.metrics_text(r["metrics"])]
+                                             for r in records], title=f"Metrics: {group}")
+    if other_groups and not args.metrics:
+        print(f"\nOther metric groups: {', '.join(other_groups)} (show them with --metrics)")
     return 0
 
 
@@ -129,7 +142,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = s.add_parser("describe", help="describe a trial")
     d.add_argument("trial_id", type=int)
     d.add_argument("--json", action="store_true")
-    d.add_argument("--metrics", action="store_true", help="include training metrics")
+    d.add_argument("--metrics", action="store_true",
+                   help="include training metrics and every other metric group (report_metrics, the profiler's)")
     d.set_defaults(func=describe)
     lg = s.add_parser("logs", help="print a trial's logs")
     lg.add_argument("trial_id", type=int)

@@ -38,6 +38,7 @@ _LAZY = {
     "load_experiment_config": "determined.config.schema",
     "MAX_ALLOWED_TRIALS": "determined.config.searchers",
     "SEARCHER_NAMES": "determined.config.searchers",
+    "searcher_drives_trials": "determined.config.searchers",
     "default_checkpoint_storage": "determined.config.storage",
     "make_test_config": "determined.config.testmode",
 }
@@ -68,6 +69,7 @@ __all__ = [
     "Log",
     "MAX_ALLOWED_TRIALS",
     "SEARCHER_NAMES",
+    "searcher_drives_trials",
     "TOP_LEVEL_FIELDS",
     "canonical_hparam",
     "default_checkpoint_storage",

@@ -71,14 +71,11 @@ _RULES: List[Tuple[Tuple[str, ...], Callable[[Any], bool], str]] = [
     (("optimizations", "tensor_fusion_cycle_time"), _not(5), _HOROVOD),
     (("optimizations", "auto_tune_tensor_fusion"), _set, _HOROVOD),
     (("optimizations", "grad_updates_size_file"), _set, _HOROVOD),
-    (("profiling", "enabled"), _set, "the profiler's system metrics are not collected here"),
     (("retention_policy",), _set, "trial logs are kept as long as their experiment"),
     (("integrations",), _set, "no Pachyderm or webhook integration here"),
     (("security", "kerberos", "config_file"), _set, "no Kerberos here"),
     (("data_layer", "type"), lambda v: _set(v) and v != "shared_fs", "the data layer was removed in Determined 0.19"),
     (("tensorboard_storage",), _set, "TensorBoard files stay with the trial's metrics; det tensorboard serves them"),
-    (("searcher", "time_metric"), _set, "0.38's time-based adaptive_asha is not done here yet: the search uses max_length"),
-    (("searcher", "max_time"), _set, "0.38's time-based adaptive_asha is not done here yet: the search uses max_length"),
 ]
 
 
@@ -89,6 +86,10 @@ def no_effect_notes(config: Mapping[str, Any]) -> List[str]:
         value = _get(config, path)
         if asks(value):
             notes.append(f"{'.'.join(path)}: has no effect here ({reason})")
+    searcher = config.get("searcher") if isinstance(config.get("searcher"), Mapping) else {}
+    if searcher.get("time_metric") and searcher.get("max_time") and searcher.get("stop_once"):
+        notes.append("searcher.stop_once: has no effect here (with time_metric and max_time the search always stops "
+                     "trials, as Determined 0.38)")
     kind = _get(config, ("checkpoint_storage", "type"))
     if kind in UNREACHABLE_TYPES:
         notes.append(

@@ -78,6 +78,10 @@ class Problems:
         """A problem about ``path`` was already reported under another name (a legacy field): do not report it missing."""
         self._handled.add(path)
 
+    def is_handled(self, path: str) -> bool:
+        """Whether a problem about ``path`` was already reported under another name (see ``mark_handled``)."""
+        return path in self._handled
+
     def extend(self, items: Iterable[str]) -> None:
         self.items.extend(items)
 

@@ -2,7 +2,7 @@
 import math
 from typing import Any, Dict, List, Mapping
 
-from determined.config.entrypoint import ENTRYPOINT_HINT, Entrypoint, runs_a_script
+from determined.config.entrypoint import ENTRYPOINT_HINT, Entrypoint, is_trial_class, runs_a_script
 from determined.config.environment import BIND_MOUNTS, ENVIRONMENT, PBS, SLURM
 from determined.config.errors import InvalidExperimentConfig, Problems, describe
 from determined.config.fields import (
@@ -24,7 +24,7 @@ from determined.config.log_policies import DEFAULT_LOG_POLICIES, LogPolicies
 from determined.config.legacy import upgrade_legacy_config
 from determined.config.lengths import Length, length_unit
 from determined.config.petname import petname
-from determined.config.searchers import MAX_ALLOWED_TRIALS, SearcherSpec, searcher_lengths
+from determined.config.searchers import MAX_ALLOWED_TRIALS, SearcherSpec, searcher_drives_trials, searcher_lengths
 from determined.config.storage import CHECKPOINT_STORAGE, DATA_LAYER, DATA_LAYER_DEFAULT, TENSORBOARD_STORAGE
 
 SEARCHER_HINT = (
@@ -161,6 +161,7 @@ def load_experiment_config(raw: Mapping[str, Any]) -> Dict[str, Any]:
     _name_the_experiment(config)
     _check_workspace_and_project(config, problems)
     _check_entrypoint(config, problems)
+    _check_trial_class_length(config, problems)
     in_records_or_epochs = _check_epochs(config, problems)
     if runs_a_script(config):
         in_records_or_epochs = []  # a script gets its searcher lengths in their own unit: nothing to convert
@@ -199,6 +200,20 @@ def _check_entrypoint(config: Dict[str, Any], problems: Problems) -> None:
     native = isinstance(internal, dict) and internal.get("native") is not None
     if config["entrypoint"] is None and not native:
         problems.missing("entrypoint", ENTRYPOINT_HINT)
+
+
+def _check_trial_class_length(config: Dict[str, Any], problems: Problems) -> None:
+    """A Trial class (entrypoint `module:Class`) trains to `searcher.max_length` (Determined 0.38 too); only a script,
+    whose own loop decides its length, may leave it out."""
+    searcher, entrypoint = config["searcher"], config["entrypoint"]
+    if not isinstance(searcher, dict) or searcher.get("max_length") is not None:
+        return
+    if problems.is_handled("searcher.max_length"):
+        return  # a legacy length field (max_steps...) was given but is wrong: reported under its own name
+    if is_trial_class(entrypoint) and not searcher_drives_trials(searcher):
+        problems.add("searcher.max_length", f"is missing, but the entrypoint {entrypoint!r} is a Trial class, which "
+                     "trains to searcher.max_length", "give max_length (e.g. max_length: {batches: 1000}), or run a "
+                     "script whose training loop decides its length")
 
 
 def _check_epochs(config: Dict[str, Any], problems: Problems) -> List[str]:

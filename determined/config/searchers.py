@@ -41,8 +41,9 @@ class SearcherLength(Length):
         return INVALID
 
 
-def _max_length(bare_int: bool = False) -> Field:
-    return Field(SearcherLength(positive=True) if bare_int else Length(positive=True), REQUIRED)
+def _max_length(bare_int: bool = False, optional: bool = False) -> Field:
+    """`max_length`; `optional` where Determined 0.38 made it optional (the trial's own code says how long to train)."""
+    return Field(SearcherLength(positive=True) if bare_int else Length(positive=True), None if optional else REQUIRED)
 
 
 def _max_trials(maximum: Any = None) -> Field:
@@ -55,18 +56,21 @@ _MODE = Field(Enum(*MODES), "standard")
 _CONCURRENT = Field(Int(minimum=0), 0)
 _BRACKET_RUNGS = Field(ListOf(Int(minimum=1), nonempty=True), None)
 _STOP_ONCE = Field(Bool(), False)
-# 0.38's time-based ASHA: accepted and stored; the search still runs on max_length (see config/effects.py).
+# 0.38's time-based ASHA: with both, the search stops trials by the values of time_metric they report (see
+# searcher_drives_trials); max_length is then only read by the trial's code.
 _TIME_METRIC = Field(Str(nonempty=True, allowed="the name of a reported metric that counts time (a string)"), None)
 _MAX_TIME = Field(Int(minimum=1), None)
 
 METHOD_FIELDS: Dict[str, Dict[str, Field]] = {
-    "single": {"max_length": _max_length(bare_int=True)},
+    "single": {"max_length": _max_length(bare_int=True, optional=True)},
     "random": {
-        "max_length": _max_length(bare_int=True), "max_trials": _max_trials(), "max_concurrent_trials": _CONCURRENT
+        "max_length": _max_length(bare_int=True, optional=True),
+        "max_trials": _max_trials(),
+        "max_concurrent_trials": _CONCURRENT,
     },
-    "grid": {"max_length": _max_length(bare_int=True), "max_concurrent_trials": _CONCURRENT},
+    "grid": {"max_length": _max_length(bare_int=True, optional=True), "max_concurrent_trials": _CONCURRENT},
     "adaptive_asha": {
-        "max_length": _max_length(bare_int=True),
+        "max_length": _max_length(bare_int=True, optional=True),
         "max_trials": _max_trials(),
         "mode": _MODE,
         "divisor": _DIVISOR,
@@ -121,7 +125,7 @@ METHOD_FIELDS: Dict[str, Dict[str, Field]] = {
     },
     "async_halving": {
         "num_rungs": Field(Int(minimum=1), REQUIRED),
-        "max_length": _max_length(),
+        "max_length": _max_length(optional=True),
         "max_trials": _max_trials(),
         "divisor": _DIVISOR,
         "max_concurrent_trials": _CONCURRENT,
@@ -154,9 +158,28 @@ def _budget_exceeds_max_length(out: Dict[str, Any], problems: Problems) -> None:
         )
 
 
+def _time_or_length(out: Dict[str, Any], problems: Problems) -> None:
+    """ASHA stops trials by a reported time metric (0.38: time_metric + max_time), or promotes them by max_length
+    (0.37 and before): one of the two must be complete."""
+    time_metric, max_time = out.get("time_metric"), out.get("max_time")
+    if INVALID in (time_metric, max_time, out.get("max_length")):
+        return
+    if (time_metric is None) != (max_time is None):
+        given, missing = ("time_metric", "max_time") if max_time is None else ("max_time", "time_metric")
+        problems.add(f"searcher.{missing}", f"is missing while {given} is set",
+                     "give both time_metric (the name of a reported metric that counts time, e.g. batches) and "
+                     "max_time (the value of it a trial trains to)")
+    elif time_metric is None and out.get("max_length") is None:
+        problems.add("searcher", f"the {out['name']} searcher requires max_time and time_metric to be set",
+                     "give time_metric and max_time (Determined 0.38), or max_length (the promotion-based search "
+                     "of 0.37 and before)")
+
+
 _METHOD_RULES: Dict[str, List[Callable[[Dict[str, Any], Problems], None]]] = {
     "adaptive": [_budget_exceeds_max_length],
     "sync_halving": [_budget_exceeds_max_length],
+    "adaptive_asha": [_time_or_length],
+    "async_halving": [_time_or_length],
 }
 
 
@@ -191,3 +214,18 @@ class SearcherSpec(Spec):
 def searcher_lengths(searcher: Mapping[str, Any]) -> Dict[str, Any]:
     """The length fields of a canonical searcher (max_length, budget, length_per_round) that it has."""
     return {k: searcher[k] for k in LENGTH_FIELDS if isinstance(searcher.get(k), Mapping)}
+
+
+def searcher_drives_trials(searcher: Mapping[str, Any]) -> bool:
+    """Whether the search method tells each trial how long to train (searcher operations: Determined 0.37 and
+    before), rather than each trial running its own loop until its process exits (Determined 0.38).
+
+    0.38 semantics apply to single, random and grid without `max_length`, and to adaptive_asha / async_halving with
+    `time_metric` and `max_time` (which stop trials by the time metric they report).
+    """
+    name = searcher.get("name")
+    if name in ("single", "random", "grid"):
+        return searcher.get("max_length") is not None
+    if name in ("adaptive_asha", "async_halving"):
+        return not (searcher.get("time_metric") and searcher.get("max_time"))
+    return True

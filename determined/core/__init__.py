@@ -1,17 +1,24 @@
 """The trial-side runtime: how a trial process (or a plain training script) talks to the platform.
 
-`core.init()` returns a `Context` with `.distributed`, `.train` (metrics), `.checkpoint`, `.searcher`
-(operations to work on), `.preempt` and `.info`. Inside a trial process (DET_TRIAL_ID set) it is backed by
-the master's REST API; otherwise it is local: `core._make_local_context(checkpoint_dir, lengths, config,
-hparams, trial_seed)` runs a trial with no master.
+`core.init()` returns a `Context` with `.distributed`, `.train` (metrics, progress, status), `.checkpoint`,
+`.searcher` (operations to work on), `.preempt`, `.profiler` and `.info` (Determined 0.38's Core API; see
+docs/core.md). Inside a trial process (DET_TRIAL_ID set) it is backed by the master's REST API; otherwise it is
+local: `core._make_local_context(checkpoint_dir, lengths, config, hparams, trial_seed)` runs a trial with no master.
 """
-from determined.core._checkpoint import CheckpointContext
+from determined.core._checkpoint import CheckpointContext, DownloadMode
 from determined.core._context import Context, _make_local_context, cluster_info_from_answer, init
 from determined.core._distributed import Collectives, DistributedContext
 from determined.core._info import ClusterInfo
-from determined.core._preempt import PreemptContext
-from determined.core._searcher import SearcherContext, SearcherOperation
-from determined.core._train import EARLY_EXIT_REASONS, TrainContext
+from determined.core._preempt import PreemptContext, PreemptMode
+from determined.core._profiler import ProfilerContext
+from determined.core._searcher import (
+    SearcherContext,
+    SearcherContextMissing,
+    SearcherMode,
+    SearcherOperation,
+    Unit,
+)
+from determined.core._train import EARLY_EXIT_REASONS, EarlyExitReason, TensorboardMode, TrainContext
 
 __all__ = [
     "init",
@@ -21,9 +28,17 @@ __all__ = [
     "Collectives",
     "TrainContext",
     "CheckpointContext",
+    "DownloadMode",
     "SearcherContext",
+    "SearcherContextMissing",
+    "SearcherMode",
     "SearcherOperation",
+    "Unit",
     "PreemptContext",
+    "PreemptMode",
+    "ProfilerContext",
+    "EarlyExitReason",
+    "TensorboardMode",
     "EARLY_EXIT_REASONS",
     "cluster_info_from_answer",
     "_make_local_context",

@@ -10,7 +10,7 @@ import pickle
 import socket
 import struct
 import time
-from typing import Any, Dict, List, Optional, Protocol
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from determined import errors
 from determined.common import env_seconds
@@ -48,20 +48,23 @@ class TCPCollectives:
     fails the others after `timeout` seconds.
     """
 
-    def __init__(self, rank: int, size: int, chief_host: str, port: int, timeout: Optional[float] = None) -> None:
+    def __init__(self, rank: int, size: int, chief_host: str, port: int, timeout: Optional[float] = None,
+                 *, listener: Optional[socket.socket] = None) -> None:
         self.rank = rank
         self.size = size
         self.timeout = collective_timeout() if timeout is None else float(timeout)
         self._peers: Dict[int, socket.socket] = {}
         self._chief: Optional[socket.socket] = None
         if rank == 0:
-            self._accept_peers(chief_host, port)
+            self._accept_peers(listener or self.listen(chief_host, port))
         else:
             self._chief = self._connect(chief_host, port)
 
     # -- set-up --------------------------------------------------------------------------------------
 
-    def _accept_peers(self, host: str, port: int) -> None:
+    @staticmethod
+    def listen(host: str, port: int) -> socket.socket:
+        """The chief's listening socket (port 0: any free port, see `getsockname()`)."""
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -70,9 +73,12 @@ class TCPCollectives:
             server.close()
             raise errors.DeterminedError(
                 f"the chief could not listen on {host}:{port} for the other ranks ({e}); the launcher must pass a "
-                "free port in DET_CHIEF_PORT"
+                "free port in DET_CHIEF_PORT (or give DistributedContext a free pub_port)"
             ) from None
-        server.listen(self.size)
+        server.listen(128)
+        return server
+
+    def _accept_peers(self, server: socket.socket) -> None:
         deadline = time.monotonic() + self.timeout
         try:
             while len(self._peers) < self.size - 1:
@@ -190,13 +196,22 @@ class TCPCollectives:
         self._chief = None
 
 
+DEFAULT_PUB_PORT = 12360
+DEFAULT_PULL_PORT = 12376
+
+
 class DistributedContext:
     """The position of this process among the processes of one trial, and collectives between them.
 
     `rank`/`size` count all processes; `local_*` the processes on this machine; `cross_*` the machines.
-    With `size == 1` the collectives are trivial. A multi-process launcher passes `collectives`, an
-    object with `allgather(obj) -> list` over all ranks, from which `gather` and `broadcast` are built;
-    `DistributedContext.from_env()` builds one from the variables `determined.exec.launch` sets.
+    With `size == 1` the collectives are trivial. As in Determined 0.38, constructing a context with
+    `size > 1` is collective: every rank must construct it at once; the chief listens on `chief_ip:pub_port`
+    (`chief_ip` is required when the ranks span machines, else 127.0.0.1) and the others connect (`pull_port`,
+    `port_offset` and `force_tcp` are accepted: one TCP port serves every collective here). A launcher that
+    connected the ranks already passes `collectives`, an object with `allgather(obj) -> list` over all ranks,
+    from which `gather` and `broadcast` are built. The `*_local` collectives run among the ranks of this
+    machine only. `from_env()`, `from_torch_distributed()`, `from_deepspeed()` and `from_tf_config()` read the
+    ranks from a launcher's environment.
     """
 
     def __init__(
@@ -209,19 +224,19 @@ class DistributedContext:
         cross_size: int = 1,
         chief_ip: Optional[str] = None,
         collectives: Optional[Collectives] = None,
+        *,
+        pub_port: int = DEFAULT_PUB_PORT,
+        pull_port: int = DEFAULT_PULL_PORT,
+        port_offset: int = 0,
+        force_tcp: bool = False,
+        timeout: Optional[float] = None,
     ) -> None:
-        for name, value in (("size", size), ("local_size", local_size), ("cross_size", cross_size)):
-            if not isinstance(value, int) or value < 1:
-                raise errors.DeterminedError(f"DistributedContext: {name} must be an int >= 1, got {value!r}")
-        for name, value, bound in (
-            ("rank", rank, size),
-            ("local_rank", local_rank, local_size),
-            ("cross_rank", cross_rank, cross_size),
-        ):
-            if not isinstance(value, int) or not 0 <= value < bound:
-                raise errors.DeterminedError(
-                    f"DistributedContext: {name} must be an int in [0, {bound}), got {value!r}"
-                )
+        _check_ranks(rank, size, local_rank, local_size, cross_rank, cross_size)
+        if size > 1 and local_size != size and not chief_ip and collectives is None:
+            raise errors.DeterminedError(
+                f"DistributedContext: chief_ip is required when the ranks span machines (size {size}, local_size "
+                f"{local_size}): give the address of the machine of rank 0"
+            )
         self.rank = rank
         self.size = size
         self.local_rank = local_rank
@@ -230,6 +245,24 @@ class DistributedContext:
         self.cross_size = cross_size
         self.chief_ip = chief_ip
         self._collectives = collectives
+        self._local: Optional[TCPCollectives] = None
+        if size > 1 and collectives is None:
+            self._collectives = TCPCollectives(rank, size, chief_ip or "127.0.0.1", pub_port, timeout)
+        if size > 1 and self.cross_size > 1:  # every rank takes part, even one alone on its machine
+            self._local = self._connect_local_group(timeout)
+
+    def _connect_local_group(self, timeout: Optional[float]) -> "Optional[TCPCollectives]":
+        """Collectives among this machine's ranks: each machine's local chief listens on a free port of 127.0.0.1
+        and tells the others through an allgather (so constructing the context stays one collective). None for a
+        rank alone on its machine (its local collectives are trivial)."""
+        alone = self.local_size == 1
+        listener = TCPCollectives.listen("127.0.0.1", 0) if self.local_rank == 0 and not alone else None
+        port = listener.getsockname()[1] if listener is not None else None
+        ports = {cross_rank: p for cross_rank, p in self.allgather((self.cross_rank, port)) if p is not None}
+        if alone:
+            return None
+        return TCPCollectives(self.local_rank, self.local_size, "127.0.0.1", ports[self.cross_rank], timeout,
+                              listener=listener)
 
     @classmethod
     def from_env(cls, timeout: Optional[float] = None) -> "DistributedContext":
@@ -248,10 +281,60 @@ class DistributedContext:
         cross_rank = _env_int("DET_CROSS_RANK", rank // local_size)
         chief_ip = os.environ.get("DET_CHIEF_IP") or os.environ.get("MASTER_ADDR") or "127.0.0.1"
         port = _env_int("DET_CHIEF_PORT", None)
-        # Validate the ranks before connecting anywhere.
-        cls(rank, size, local_rank, local_size, cross_rank, cross_size, chief_ip)
-        collectives = TCPCollectives(rank, size, chief_ip, port, timeout)
-        return cls(rank, size, local_rank, local_size, cross_rank, cross_size, chief_ip, collectives)
+        return cls(rank, size, local_rank, local_size, cross_rank, cross_size, chief_ip, pub_port=port,
+                   timeout=timeout)
+
+    @classmethod
+    def from_torch_distributed(cls, chief_ip: Optional[str] = None) -> "DistributedContext":
+        """The context of a process started by torchrun or `determined.launch.torch_distributed` (collective).
+
+        Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK and GROUP_WORLD_SIZE; the chief's address
+        is `chief_ip`, else DET_CHIEF_IP, else MASTER_ADDR.
+        """
+        size = _env_int("WORLD_SIZE", None)
+        local_size = _env_int("LOCAL_WORLD_SIZE", None)
+        return cls._from_ranks(
+            chief_ip, rank=_env_int("RANK", None), size=size, local_rank=_env_int("LOCAL_RANK", None),
+            local_size=local_size, cross_rank=_env_int("GROUP_RANK", 0),
+            cross_size=_env_int("GROUP_WORLD_SIZE", max(1, size // max(1, local_size))),
+        )
+
+    @classmethod
+    def from_deepspeed(cls, chief_ip: Optional[str] = None) -> "DistributedContext":
+        """The context of a process started by the DeepSpeed launcher (collective): RANK, WORLD_SIZE, LOCAL_RANK,
+        LOCAL_SIZE, CROSS_RANK and CROSS_SIZE; the chief's address is `chief_ip`, else DET_CHIEF_IP."""
+        return cls._from_ranks(
+            chief_ip, rank=_env_int("RANK", None), size=_env_int("WORLD_SIZE", None),
+            local_rank=_env_int("LOCAL_RANK", None), local_size=_env_int("LOCAL_SIZE", None),
+            cross_rank=_env_int("CROSS_RANK", None), cross_size=_env_int("CROSS_SIZE", None),
+        )
+
+    @classmethod
+    def from_horovod(cls, hvd: Any, chief_ip: Optional[str] = None) -> "DistributedContext":
+        """Horovod is not supported here (deprecated in Determined 0.38): a clear error naming the replacement."""
+        raise errors.DeterminedError(
+            "DistributedContext.from_horovod(): Horovod is not supported here (Determined 0.38 deprecated it too); "
+            "launch the script with `python3 -m determined.launch.torch_distributed` and build the context with "
+            "DistributedContext.from_torch_distributed()"
+        )
+
+    @classmethod
+    def from_tf_config(cls) -> "Tuple[DistributedContext, Any]":
+        """`(context, strategy)` from TF_CONFIG (`determined.launch.tensorflow`; collective): with several workers,
+        rank = this task's index, one rank per machine, the chief at worker 0's host, and a
+        `tf.distribute.MultiWorkerMirroredStrategy`; otherwise size 1 with a `MirroredStrategy` over several GPUs,
+        else TensorFlow's default strategy. A task type other than `worker` is refused."""
+        from determined.tensorflow import _tf_config
+
+        return _tf_config.context_and_strategy(cls)
+
+    @classmethod
+    def _from_ranks(cls, chief_ip: Optional[str], **ranks: int) -> "DistributedContext":
+        chief = chief_ip or os.environ.get("DET_CHIEF_IP") or os.environ.get("MASTER_ADDR")
+        port = _env_int("DET_CHIEF_PORT", DEFAULT_PUB_PORT)
+        if ranks["size"] == 1:
+            return cls()
+        return cls(chief_ip=chief, pub_port=port, **ranks)
 
     def __repr__(self) -> str:
         return (
@@ -314,7 +397,27 @@ class DistributedContext:
             return backend.broadcast(obj if self.rank == 0 else None)
         return backend.allgather(obj if self.rank == 0 else None)[0]
 
+    def allgather_local(self, obj: Any) -> List[Any]:
+        """Every local rank's `obj`, in local-rank order, on every rank of this machine."""
+        if self._local is not None:
+            return self._local.allgather(obj)
+        return self.allgather(obj) if self.local_size == self.size else [obj]
+
+    def gather_local(self, obj: Any) -> Optional[List[Any]]:
+        """Every local rank's `obj` in local-rank order on the local chief (local rank 0); None elsewhere."""
+        if self._local is not None:
+            return self._local.gather(obj)
+        return self.gather(obj) if self.local_size == self.size else [obj]
+
+    def broadcast_local(self, obj: Any = None) -> Any:
+        """The local chief's `obj`, on every rank of this machine."""
+        if self._local is not None:
+            return self._local.broadcast(obj if self.local_rank == 0 else None)
+        return self.broadcast(obj) if self.local_size == self.size else obj
+
     def close(self) -> None:
+        if self._local is not None:
+            self._local.close()
         if self._collectives is not None:
             self._collectives.close()
 
@@ -327,13 +430,27 @@ class DistributedContext:
         return self._collectives
 
 
+def _check_ranks(rank: int, size: int, local_rank: int, local_size: int, cross_rank: int, cross_size: int) -> None:
+    for name, value in (("size", size), ("local_size", local_size), ("cross_size", cross_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise errors.DeterminedError(f"DistributedContext: {name} must be an int >= 1, got {value!r}")
+    for name, value, bound in (
+        ("rank", rank, size),
+        ("local_rank", local_rank, local_size),
+        ("cross_rank", cross_rank, cross_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound:
+            raise errors.DeterminedError(f"DistributedContext: {name} must be an int in [0, {bound}), got {value!r}")
+
+
 def _env_int(name: str, default: Optional[int]) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         if default is None:
             raise errors.DeterminedError(
-                f"environment variable {name} is not set; a multi-process trial must be started by "
-                "`python -m determined.exec.launch`, which sets it"
+                f"environment variable {name} is not set; a multi-process trial must be started by a launcher "
+                "(`python3 -m determined.launch.torch_distributed`, torchrun, or `python -m determined.exec.launch` "
+                "for a Trial class), which sets it"
             )
         return default
     try:

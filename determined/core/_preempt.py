@@ -1,10 +1,12 @@
 """Knowing when the trial must checkpoint and exit."""
+import enum
 import logging
 import signal
 import threading
 import time
 from typing import Any, Optional
 
+from determined import errors
 from determined.common.api import Session
 from determined.core._distributed import DistributedContext
 
@@ -13,13 +15,27 @@ logger = logging.getLogger("determined.core")
 POLL_INTERVAL_S = 1.0
 
 
+class PreemptMode(enum.Enum):
+    """How the ranks of a trial learn about preemption (Determined 0.38's `core.PreemptMode`).
+
+    `WorkersAskChief` (default): every rank calls `should_preempt()` at the same points; the chief asks the
+    master and broadcasts its answer. `ChiefOnly`: only the chief may call it. `WorkersAskMaster`: each rank
+    asks the master on its own (no collective).
+    """
+
+    WorkersAskChief = "WORKERS_ASK_CHIEF"
+    ChiefOnly = "CHIEF_ONLY"
+    WorkersAskMaster = "WORKERS_ASK_MASTER"
+
+
 class PreemptContext:
-    """`should_preempt()` turns true when the master asks the trial to stop (pause, cancel, shutdown)
-    or when the process received SIGTERM.
+    """`should_preempt()` turns true when the master asks the trial to stop (pause, cancel, a stop by the
+    searcher, master shutdown) or when the process received SIGTERM.
 
     The master is asked at most once per `poll_interval` seconds; in between the last answer is reused,
-    so a controller can call it every batch. In a multi-process trial the chief decides and broadcasts
-    its answer, so every rank must call it at the same points.
+    so a controller can call it every batch. The first true answer is acknowledged to the master
+    (`auto_ack`), which tells it the trial will checkpoint and exit to be resumed later (Determined 0.38: an
+    exit 0 without the acknowledgement means the trial is done). Without a master it is always false.
     """
 
     def __init__(
@@ -30,27 +46,62 @@ class PreemptContext:
         *,
         watch_sigterm: bool = False,
         poll_interval: float = POLL_INTERVAL_S,
+        mode: PreemptMode = PreemptMode.WorkersAskChief,
     ) -> None:
         self._session = session
         self._allocation_id = allocation_id
         self._distributed = distributed or DistributedContext()
         self._poll_interval = poll_interval
+        self._mode = PreemptMode(mode)
         self._preempted = False
         self._sigterm = False
+        self._acknowledged = False
         self._last_poll = float("-inf")
         self._previous_handler: Any = None
         self._handler_installed = False
         if watch_sigterm:
             self._install_sigterm_handler()
 
-    def should_preempt(self) -> bool:
-        """Whether the trial should checkpoint and exit now."""
-        if self._distributed.size == 1:
-            return self._chief_should_preempt()
-        decision = self._chief_should_preempt() if self._distributed.rank == 0 else None
-        return bool(self._distributed.broadcast(decision))
+    def should_preempt(self, auto_ack: bool = True) -> bool:
+        """Whether the trial should checkpoint and exit now.
+
+        With the default mode every rank must call it at the same points (the chief's answer is broadcast).
+        `auto_ack`: acknowledge the first true answer to the master (see `acknowledge_preemption_signal`).
+        """
+        if self._mode == PreemptMode.ChiefOnly and self._distributed.rank != 0:
+            raise errors.DeterminedError(
+                "should_preempt() was called on a worker (rank "
+                f"{self._distributed.rank}) but core.init(preempt_mode=PreemptMode.ChiefOnly) lets only the chief "
+                "call it: use PreemptMode.WorkersAskChief or WorkersAskMaster"
+            )
+        if self._distributed.size == 1 or self._mode != PreemptMode.WorkersAskChief:
+            decision = self._poll()
+        else:
+            local = self._poll() if self._distributed.rank == 0 else None
+            decision = bool(self._distributed.broadcast(local))
+        if decision and auto_ack:
+            self.acknowledge_preemption_signal()
+        return decision
+
+    def acknowledge_preemption_signal(self) -> None:
+        """Tell the master this run will checkpoint and exit because it was asked to, so that its exit 0 means
+        "resume me later" rather than "done". `should_preempt()` does it by default; once per run is enough."""
+        if self._acknowledged or self._session is None or self._distributed.rank != 0:
+            return
+        self._acknowledged = True
+        try:
+            self._session.post(f"/allocations/{self._allocation_id}/signals/ack_preemption", json={})
+        except Exception as e:  # the exit that follows is handled either way; the next report says if it is gone
+            logger.warning("could not acknowledge the preemption signal: %s", e)
 
     def _chief_should_preempt(self) -> bool:
+        """The chief's answer, acknowledged when true (for the platform's own loops, which then always stop)."""
+        decision = self._poll()
+        if decision:
+            self.acknowledge_preemption_signal()
+        return decision
+
+    def _poll(self) -> bool:
         if self._preempted or self._sigterm:
             return True
         if self._session is None:

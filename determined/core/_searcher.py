@@ -1,4 +1,15 @@
-"""The searcher operations a trial works through: train to a length, then report a metric."""
+"""The searcher operations a trial works through: train to a length, then report a metric.
+
+Three kinds of `SearcherContext`:
+
+* a search that tells trials how long to train (Determined 0.37 and before: ASHA with max_length, PBT...): the
+  operations come from the master, one after the other, each reported completed with the searcher metric;
+* a trial that runs its own loop (Determined 0.38: ASHA with time_metric, single/random/grid): exactly one
+  operation of `searcher.max_length` (the integer, its unit dropped) whose `report_completed` sends nothing; without
+  `searcher.max_length` there is none, and `SearcherContextMissing` says so on every call;
+* without a master: the operations of a given list of lengths (0.38's off-cluster default: one operation of 1).
+"""
+import enum
 import logging
 import math
 import time
@@ -6,22 +17,42 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from determined import errors
 from determined.common.api import Session
+from determined.config import length_to_batches, searcher_drives_trials
 from determined.core._distributed import DistributedContext
 from determined.core._preempt import PreemptContext
 
 logger = logging.getLogger("determined.core")
 
 WAIT_POLL_S = 0.5
+PROGRESS_STEP = 0.01  # a trial's progress is sent to the master when it moved by at least this much
+
+
+class SearcherMode(enum.Enum):
+    """Who asks for operations: every rank (the chief's are broadcast), or only the chief (Determined's spelling)."""
+
+    WorkersAskChief = "WORKERS_ASK_CHIEF"
+    ChiefOnly = "CHEIF_ONLY"
+
+
+class Unit(enum.Enum):
+    """The unit of `searcher.max_length` (`get_configured_units()`)."""
+
+    EPOCHS = "EPOCHS"
+    RECORDS = "RECORDS"
+    BATCHES = "BATCHES"
 
 
 class SearcherOperation:
-    """Train until `length` batches in total (since the trial started), validate, then `report_completed`."""
+    """Train until `length` in total (since the trial started; in the unit of `searcher.max_length`), validate,
+    then `report_completed(searcher_metric)`."""
 
-    def __init__(self, searcher: "SearcherContext", length: int, is_chief: bool = True) -> None:
+    def __init__(self, searcher: "SearcherContext", length: int, is_chief: bool = True,
+                 *, batches: Optional[int] = None) -> None:
         self._searcher = searcher
         self.length = int(length)
         self._is_chief = is_chief
         self._completed = False
+        self._given_batches = batches
         self.progress = 0
 
     def __repr__(self) -> str:
@@ -31,11 +62,26 @@ class SearcherOperation:
     def completed(self) -> bool:
         return self._completed
 
-    def report_progress(self, length: int) -> None:
-        """Record how many batches of this operation are done (shown in logs; the master needs no call)."""
-        self.progress = int(length)
+    @property
+    def _batches(self) -> int:
+        """The length in batches, what the platform's own training loops count."""
+        if self._given_batches is None:
+            self._given_batches = self._searcher._length_in_batches()
+        return self._given_batches
 
-    def report_completed(self, searcher_metric: float) -> None:
+    def report_progress(self, length: float) -> None:
+        """How much of the operation is done, in its unit (the chief's report moves the trial's progress)."""
+        self.progress = length
+        if self._is_chief and self.length > 0:
+            self._searcher._report_progress(min(1.0, max(0.0, float(length) / self.length)))
+
+    def _report_batches(self, batches: int) -> None:
+        """`report_progress` in batches (the platform's loops count batches whatever the unit of max_length)."""
+        self.progress = batches
+        if self._is_chief and self._batches > 0:
+            self._searcher._report_progress(min(1.0, batches / self._batches))
+
+    def report_completed(self, searcher_metric: Any) -> None:
         """Finish the operation with the value of the searcher metric after validating at `length`."""
         if self._completed:
             raise errors.DeterminedError(f"{self!r} was already reported completed")
@@ -51,16 +97,12 @@ class SearcherOperation:
             )
         self._completed = True
         if self._is_chief:
-            self._searcher._report_completed(self.length, value)
+            self._searcher._report_completed(self.length, self._given_batches, value)
 
 
 class SearcherContext:
-    """Yields the trial's searcher operations: pulled from the master, or taken from a fixed list locally.
-
-    On the master, `{"wait": true}` answers are re-polled (stopping early when the trial is preempted),
-    and `{"completed": true}` ends the iteration. In a multi-process trial the chief pulls and
-    broadcasts each operation, so every rank must iterate.
-    """
+    """Yields the trial's searcher operations (see the module). In a multi-process trial the chief gets each
+    operation and broadcasts it, so every rank must iterate (or, with `SearcherMode.ChiefOnly`, only the chief)."""
 
     def __init__(
         self,
@@ -70,6 +112,9 @@ class SearcherContext:
         preempt: PreemptContext,
         local_lengths: Optional[Sequence[int]] = None,
         wait_poll_s: float = WAIT_POLL_S,
+        *,
+        config: Optional[Dict[str, Any]] = None,
+        hparams: Optional[Dict[str, Any]] = None,
     ) -> None:
         if session is None and local_lengths is None:
             raise errors.DeterminedError("a SearcherContext without a master needs a list of operation lengths")
@@ -79,36 +124,88 @@ class SearcherContext:
         self._preempt = preempt
         self._local_lengths = [int(x) for x in local_lengths] if local_lengths is not None else None
         self._wait_poll_s = wait_poll_s
+        self._config = dict(config or {})
+        self._hparams = dict(hparams or {})
+        searcher = self._config.get("searcher") or {}
+        self._max_length = searcher.get("max_length")
+        self._own_loop = session is not None and bool(searcher) and not searcher_drives_trials(searcher)
+        self._sent_progress = -1.0
         self.completed_operations: List[Dict[str, Any]] = []
 
-    def operations(self) -> Iterator[SearcherOperation]:
-        """The operations to work on, one at a time; each must be reported completed before the next."""
+    def operations(
+        self, searcher_mode: SearcherMode = SearcherMode.WorkersAskChief, auto_ack: bool = True
+    ) -> Iterator[SearcherOperation]:
+        """The operations to work on, one at a time; each must be reported completed (by the chief) before the next.
+
+        `auto_ack` is kept for Determined's signature: running out of operations needs no acknowledgement here.
+        """
         is_chief = self._distributed.rank == 0
+        if SearcherMode(searcher_mode) == SearcherMode.ChiefOnly and not is_chief:
+            raise errors.DeterminedError(
+                f"searcher.operations(searcher_mode=SearcherMode.ChiefOnly) was called on rank "
+                f"{self._distributed.rank}; with ChiefOnly only the chief iterates (or use WorkersAskChief)"
+            )
+        broadcast = self._distributed.size > 1 and SearcherMode(searcher_mode) == SearcherMode.WorkersAskChief
         local_index = 0
         while True:
-            length: Optional[int] = None
+            answer: Optional[Dict[str, Any]] = None
             if is_chief:
                 if self._local_lengths is not None:
                     if local_index < len(self._local_lengths) and not self._preempt._chief_should_preempt():
-                        length = self._local_lengths[local_index]
+                        answer = {"length": self._local_lengths[local_index]}
                         local_index += 1
+                elif self._own_loop:
+                    answer = {"searcher_length": self._own_loop_length()} if local_index == 0 else None
+                    local_index += 1
                 else:
-                    length = self._next_remote_length()
-            if self._distributed.size > 1:
-                length = self._distributed.broadcast(length)
-            if length is None:
+                    answer = self._next_remote_operation()
+            if broadcast:
+                answer = self._distributed.broadcast(answer)
+            if answer is None:
                 return
-            op = SearcherOperation(self, length, is_chief=is_chief)
+            length = answer.get("searcher_length", answer.get("length"))
+            op = SearcherOperation(self, length, is_chief=is_chief, batches=answer.get("length"))
             yield op
             if not op.completed:
-                if self._preempt.should_preempt():
+                # Preempted in the middle of the operation: no more operations. Else the chief forgot to report.
+                if broadcast:
+                    preempted = self._preempt.should_preempt(auto_ack=auto_ack)  # every rank, at once
+                else:
+                    preempted = self._preempt._poll()
+                if preempted:
                     return
-                raise errors.DeterminedError(
-                    f"{op!r} was not reported completed: call op.report_completed(searcher_metric) after "
-                    "training to op.length batches and validating, before asking for the next operation"
-                )
+                if is_chief:
+                    raise errors.DeterminedError(
+                        f"{op!r} was not reported completed: call op.report_completed(searcher_metric) after "
+                        "training to op.length and validating, before asking for the next operation"
+                    )
 
-    def _next_remote_length(self) -> Optional[int]:
+    def acknowledge_out_of_ops(self) -> None:
+        """Nothing to do: a trial that ran out of operations just exits (kept for Determined's API)."""
+
+    def get_configured_units(self) -> Optional[Unit]:
+        """The unit of `searcher.max_length` (None when it has none)."""
+        if isinstance(self._max_length, dict) and len(self._max_length) == 1:
+            return Unit[next(iter(self._max_length)).upper()]
+        return None
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _own_loop_length(self) -> int:
+        if not isinstance(self._max_length, dict) or len(self._max_length) != 1:
+            raise errors.DeterminedError(
+                "searcher.operations() needs searcher.max_length in the experiment config: give max_length, or "
+                "let the training loop decide its own length (Determined 0.38)"
+            )
+        return int(next(iter(self._max_length.values())))
+
+    def _length_in_batches(self) -> int:
+        if self._local_lengths is not None or not isinstance(self._max_length, dict):
+            raise errors.DeterminedError("this searcher operation has no length in batches")
+        gbs = self._hparams.get("global_batch_size") or 0
+        return int(length_to_batches(self._max_length, gbs, int(self._config.get("records_per_epoch") or 0)))
+
+    def _next_remote_operation(self) -> Optional[Dict[str, Any]]:
         assert self._session is not None
         while True:
             if self._preempt._chief_should_preempt():
@@ -120,13 +217,56 @@ class SearcherContext:
                 time.sleep(self._wait_poll_s)
                 continue
             if "length" in answer:
-                return int(answer["length"])
+                return {k: int(v) for k, v in answer.items() if k in ("length", "searcher_length")}
             raise errors.DeterminedError(f"unexpected answer from the master's searcher/operation route: {answer!r}")
 
-    def _report_completed(self, length: int, metric: float) -> None:
+    def _report_progress(self, fraction: float) -> None:
+        if self._session is None or not self._own_loop:
+            return  # the search method follows a searcher-driven trial through its validations
+        if fraction - self._sent_progress < PROGRESS_STEP and not (fraction >= 1.0 > self._sent_progress):
+            return
+        self._sent_progress = fraction
+        self._session.post(f"/trials/{self._trial_id}/progress", json={"progress": fraction})
+
+    def _report_completed(self, length: int, batches: Optional[int], metric: float) -> None:
         record = {"length": length, "metric": metric}
         self.completed_operations.append(record)
         if self._session is None:
             logger.info("searcher operation completed: length %d, metric %s", length, metric)
             return
-        self._session.post(f"/trials/{self._trial_id}/searcher/completed_operation", json=record)
+        if self._own_loop:
+            return  # Determined 0.38: the search method follows the validation metrics; nothing is sent
+        # The master's operation is in batches (`length` of its answer).
+        self._session.post(f"/trials/{self._trial_id}/searcher/completed_operation",
+                           json={"length": batches if batches is not None else length, "metric": metric})
+
+
+class SearcherUnavailable(errors.InvalidTrialError, ValueError):
+    """core_context.searcher was used in a trial whose config has no searcher.max_length (a ValueError, as 0.38).
+    Every run would fail the same way: the trial is not restarted."""
+
+
+class SearcherContextMissing(SearcherContext):
+    """The searcher of a trial whose config has no `searcher.max_length` (Determined 0.38): there are no operations;
+    every method says so. The training loop decides its length; report progress with `train.report_progress`."""
+
+    def __init__(self) -> None:  # noqa: D107 -- nothing to keep
+        pass
+
+    def _missing(self) -> SearcherUnavailable:
+        return SearcherUnavailable(
+            "core_context.searcher is not available: the experiment config has no searcher.max_length, so the "
+            "search gives no operations (Determined 0.38). Train for the length your code decides, report "
+            "validation metrics (with searcher.time_metric for adaptive_asha) and progress with "
+            "core_context.train.report_progress(); or set searcher.max_length"
+        )
+
+    def operations(self, searcher_mode: SearcherMode = SearcherMode.WorkersAskChief,
+                   auto_ack: bool = True) -> Iterator[SearcherOperation]:
+        raise self._missing()
+
+    def acknowledge_out_of_ops(self) -> None:
+        raise self._missing()
+
+    def get_configured_units(self) -> Optional[Unit]:
+        raise self._missing()

@@ -18,6 +18,7 @@ from determined.master.experiment import (
     get_experiment,
     pending_operations,
     rollback_to_checkpoint,
+    runs_own_loop,
 )
 
 logger = logging.getLogger("determined.master")
@@ -38,6 +39,7 @@ def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
     trial.allocation_id = uuid.uuid4().hex
     trial.session_token = secrets.token_urlsafe(24)
     trial.preempt_requested = False
+    trial.preempt_acked = False
     trial.early_exit_reason = None
     pending = pending_operations(s, trial.id)
     checkpoint = trial.latest_checkpoint_uuid or trial.warm_start_checkpoint_uuid
@@ -54,16 +56,22 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     preemption -> the trial waits to be rescheduled (PAUSED while its experiment is paused); a reported early
     exit -> its state; anything else -> a restart from the latest checkpoint, or ERROR once `max_restarts` is
     exceeded.
+
+    A trial that runs its own loop (Determined 0.38: no searcher operations) lives as long as its process: 0 ->
+    COMPLETED, unless the run acknowledged a preemption signal (pause, master shutdown: rescheduled); stopped by
+    the searcher (a Close) it ends COMPLETED whatever it exits with after the signal.
     """
     trial = s.get(Trial, trial_id)
     if trial is None or trial.allocation_id != allocation_id:
         return
     exp = get_experiment(s, trial.experiment_id)
     preempted = trial.preempt_requested
+    acked = bool(trial.preempt_acked)
     reason = trial.early_exit_reason
     trial.allocation_id = None
     trial.session_token = None
     trial.preempt_requested = False
+    trial.preempt_acked = False
     trial.early_exit_reason = None
 
     if master_stopping:
@@ -86,6 +94,13 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
     if returncode == 0 and trial.close_requested and not pending_operations(s, trial.id):
         finish_trial(s, exp, trial, states.COMPLETED, None)
         return
+    if runs_own_loop(exp) and not master_stopping:
+        if trial.close_requested and preempted:  # stopped by the searcher; it may not survive the signal
+            finish_trial(s, exp, trial, states.COMPLETED, None)
+            return
+        if returncode == 0 and not (preempted and acked):
+            finish_trial(s, exp, trial, states.COMPLETED, None)
+            return
     if returncode == 0 and not preempted and not master_stopping and runs_a_script(exp.config):
         # A script's trial lives as long as its process (Determined 0.18+): exit 0 is the end of the trial. A
         # search method that still expected work from it hears an early exit, so that it does not wait for it.

@@ -24,7 +24,8 @@ EXPERIMENT_COLUMNS = ("id, state, config, owner, archived, searcher_snapshot, se
                       "progress, best_validation, best_trial_id, start_time, end_time")
 TRIAL_COLUMNS = ("id, experiment_id, request_id, hparams, seed, state, restarts, total_batches, runs, allocation_id, "
                  "preempt_requested, close_requested, early_exit_reason, warm_start_checkpoint_uuid, "
-                 "latest_checkpoint_uuid, best_validation, latest_validation, start_time, end_time, log_policy_matches")
+                 "latest_checkpoint_uuid, best_validation, latest_validation, start_time, end_time, log_policy_matches, "
+                 "runner_status")
 CHECKPOINT_COLUMNS = ("id, uuid, experiment_id, trial_id, state, steps_completed, resources, framework, format, "
                       "metadata, determined_version, start_time, end_time")
 MODEL_COLUMNS = "id, name, description, metadata, creation_time, last_updated_time, owner"

@@ -15,14 +15,18 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, object_session
 
 from determined import searcher
+from determined.config import searcher_drives_trials
+from determined.core._profiler import SYSTEM_GROUPS
 from determined.master import states, trial_notes
 from determined.master.db import (
     Checkpoint,
     Experiment,
+    GroupMetrics,
     SearcherEvent,
     SearcherOperation,
     TrainingMetrics,
     Trial,
+    TrialLog,
     ValidationMetrics,
     utcnow,
 )
@@ -90,6 +94,12 @@ def is_running(trial: Trial) -> bool:
     return trial.allocation_id is not None
 
 
+def runs_own_loop(exp: Experiment) -> bool:
+    """Whether the experiment's trials run their own loop until their process exits (Determined 0.38: no
+    `searcher.max_length`, or ASHA with time_metric), rather than working through searcher operations."""
+    return not searcher_drives_trials((exp.config or {}).get("searcher") or {})
+
+
 # ---------------------------------------------------------------- the search method
 
 
@@ -126,6 +136,10 @@ def _dispatch(method: searcher.Searcher, kind: str, args: Dict[str, Any]) -> Lis
         return method.trial_exited_early(args["request_id"], searcher.ExitedReason(args["reason"]))
     if kind == "trial_closed":
         return method.trial_closed(args["request_id"])
+    if kind == "validation_reported":
+        return method.validation_reported(args["request_id"], args["metrics"])
+    if kind == "trial_progress":
+        return method.trial_progress(args["request_id"], args["progress"])
     raise ValueError(f"unknown searcher event {kind!r}")
 
 
@@ -140,8 +154,9 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     while queue:
         kind, args = queue.popleft()
         ops = _dispatch(method, kind, args)
-        s.add(SearcherEvent(experiment_id=exp.id, event={"kind": kind, **args},
-                            operations=[searcher.operation_to_dict(op) for op in ops]))
+        if ops or kind != "trial_progress":  # progress reports are many: journaled only when they change something
+            s.add(SearcherEvent(experiment_id=exp.id, event={"kind": kind, **args},
+                                operations=[searcher.operation_to_dict(op) for op in ops]))
         for op in ops:
             queue.extend(_apply_operation(s, exp, method, op, created))
         if exp.searcher_shutdown:
@@ -231,18 +246,28 @@ def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op:
         if not is_running(trial) and not pending_operations(s, trial.id):
             _end_trial(trial, states.COMPLETED)
             return [("trial_closed", {"request_id": trial.request_id})]
+        if is_running(trial) and runs_own_loop(exp):
+            trial.preempt_requested = True  # stopped by the searcher: it checkpoints and exits, then COMPLETED
         return []
     if isinstance(op, searcher.Shutdown):
         exp.searcher_shutdown = True
         exp.searcher_failure = bool(op.failure)
+        if op.message:
+            logger.error("experiment %s: %s", exp.id, op.message)
+        own_loop = runs_own_loop(exp)
         for trial in trials_of(s, exp.id):
             if trial.state in states.TRIAL_TERMINAL:
                 continue
             s.execute(delete(SearcherOperation).where(SearcherOperation.trial_id == trial.id,
                                                       SearcherOperation.completed.is_(False)))
             trial.close_requested = True
+            if op.message:
+                s.add(TrialLog(trial_id=trial.id, timestamp=utcnow(), stream="master",
+                               message=f"the search stopped with an error: {op.message}"))
             if not is_running(trial):
                 _end_trial(trial, states.COMPLETED)
+            elif own_loop:
+                trial.preempt_requested = True
         if exp.state == states.ACTIVE and any(t.state not in states.TRIAL_TERMINAL for t in trials_of(s, exp.id)):
             exp.state = states.STOPPING_ERROR if op.failure else states.STOPPING_COMPLETED
         return []
@@ -327,11 +352,29 @@ def finish_trial(s: Session, exp: Experiment, trial: Trial, state: str, reason: 
     feed_searcher(s, exp, events)
 
 
+def validation_reported(s: Session, exp: Experiment, trial: Trial, metrics: Dict[str, Any]) -> None:
+    """A trial that runs its own loop reported validation metrics: the search method sees them (unless it
+    stopped the trial already: a stopped trial's later reports are ignored)."""
+    if trial.close_requested or trial.state in states.TRIAL_TERMINAL:
+        return
+    feed_searcher(s, exp, [("validation_reported", {"request_id": trial.request_id, "metrics": dict(metrics)})])
+
+
+def trial_progress(s: Session, exp: Experiment, trial: Trial, progress: float) -> None:
+    """The trial reported its progress (0..1): the search method's progress, and so the experiment's, follows."""
+    if trial.state in states.TRIAL_TERMINAL:
+        return
+    feed_searcher(s, exp, [("trial_progress", {"request_id": trial.request_id, "progress": float(progress)})])
+
+
 def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
     """Delete the trial's metrics reported after its latest checkpoint, so a restart never duplicates them."""
     ckpt = latest_own_checkpoint(s, trial.id)
     steps = ckpt.steps_completed if ckpt is not None else start_steps(s, trial)
     s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id, TrainingMetrics.steps_completed > steps))
+    # The profiler's system metrics are counted in seconds, not batches: they stay.
+    s.execute(delete(GroupMetrics).where(GroupMetrics.trial_id == trial.id, GroupMetrics.steps_completed > steps,
+                                         GroupMetrics.group_name.not_in(SYSTEM_GROUPS)))
     removed = s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id,
                                                         ValidationMetrics.steps_completed > steps)).rowcount
     trial.total_batches = steps

@@ -57,6 +57,7 @@ _ROUTES: List[Tuple["re.Pattern[str]", Handler]] = [
     (re.compile(r"/trials/(\d+)"), lambda db, m, p: reads.trial(db, int(m[1]))),
     (re.compile(r"/trials/(\d+)/logs"),
      lambda db, m, p: reads.trial_logs(db, int(m[1]), _int(p, "offset", 0), _int(p, "limit", 1000))),
+    (re.compile(r"/trials/(\d+)/metrics"), lambda db, m, p: reads.trial_metrics(db, int(m[1]), _one(p, "group", ""))),
     (re.compile(r"/trials/(\d+)/checkpoints"), lambda db, m, p: reads.trial_checkpoints(db, int(m[1]), _many(p, "states"))),
     (re.compile(r"/checkpoints/([^/]+)"), lambda db, m, p: reads.checkpoint(db, m[1])),
     (re.compile(r"/models"), lambda db, m, p: reads.models(

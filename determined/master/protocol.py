@@ -11,16 +11,29 @@ from sqlalchemy.orm import Session
 
 import determined
 from determined.master import names, registry, states, trial_notes
-from determined.master.db import Checkpoint, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics, utcnow
+from determined.master.allocations import running_trial
+from determined.master.db import (
+    Checkpoint,
+    GroupMetrics,
+    SearcherOperation,
+    TrainingMetrics,
+    Trial,
+    ValidationMetrics,
+    utcnow,
+)
 from determined.master.experiment import (
     _better,
     feed_searcher,
     get_experiment,
     latest_own_checkpoint,
     pending_operations,
+    runs_own_loop,
     start_steps,
+    trial_progress,
+    validation_reported,
 )
 from determined.master.problems import RequestProblem, not_found
+from determined.master.reads import check_group
 from determined.master.storage_roots import is_checkpoint_uuid
 
 EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP", "USER_REQUESTED_STOP")
@@ -63,7 +76,9 @@ def trial_context(s: Session, trial: Trial) -> Dict[str, Any]:
 def next_operation(s: Session, trial: Trial) -> Dict[str, Any]:
     pending = pending_operations(s, trial.id)
     if pending:
-        return {"length": pending[0].length_batches}
+        # `length` in batches (what the Trial loops count); `searcher_length` in the searcher's unit (what a Core API
+        # script of Determined 0.18-0.37 reads as `op.length`).
+        return {"length": pending[0].length_batches, "searcher_length": pending[0].length}
     if trial.close_requested or trial.state in states.TRIAL_TERMINAL:
         return {"completed": True}
     return {"wait": True}
@@ -190,6 +205,10 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     name = exp.config["searcher"]["metric"]
     smaller = bool(exp.config["searcher"].get("smaller_is_better", True))
     value = metrics.get(name)
+    if runs_own_loop(exp):
+        # Determined 0.38: the report is stored as it is; the search method decides what a missing metric means
+        # (random and grid ignore it, a time-based ASHA search stops with an error).
+        return _report_own_loop_validation(s, exp, trial, steps, metrics, value, smaller)
     if value is None:
         reported = ", ".join(sorted(map(str, metrics))) or "none"
         raise RequestProblem(400, f"the searcher metric {name!r} is missing from the validation metrics "
@@ -197,10 +216,20 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
                              [f"searcher.metric: {name!r} not among the reported metrics: {reported}"])
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
         raise RequestProblem(400, f"the searcher metric {name!r} must be a number, got {value!r}")
-    value = float(value)
+    _store_validation(s, trial, steps, metrics)
+    is_best = _record_best(exp, trial, float(value), smaller)
+    _note_validation(s, trial, steps, metrics, is_best)
+    return {"is_best": is_best}
+
+
+def _store_validation(s: Session, trial: Trial, steps: int, metrics: Mapping[str, Any]) -> None:
     s.add(ValidationMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics), end_time=utcnow()))
     trial.latest_validation = _json_safe(metrics)
     trial.total_batches = max(trial.total_batches, steps)
+
+
+def _record_best(exp: Any, trial: Trial, value: float, smaller: bool) -> bool:
+    """Update the trial's and the experiment's best searcher metric; whether `value` is the experiment's best."""
     if trial.best_validation is None or _better(value, trial.best_validation, smaller):
         trial.best_validation = value
     is_best = exp.best_validation is None or _better(value, exp.best_validation, smaller) or (
@@ -208,9 +237,93 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     if exp.best_validation is None or _better(value, exp.best_validation, smaller):
         exp.best_validation = value
         exp.best_trial_id = trial.id
+    return bool(is_best)
+
+
+def _report_own_loop_validation(s: Session, exp: Any, trial: Trial, steps: int, metrics: Mapping[str, Any],
+                                value: Any, smaller: bool) -> Dict[str, Any]:
+    _store_validation(s, trial, steps, metrics)
+    is_best = False
+    if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(float(value)):
+        is_best = _record_best(exp, trial, float(value), smaller)
+    _note_validation(s, trial, steps, metrics, is_best)
+    validation_reported(s, exp, trial, dict(metrics))
+    return {"is_best": is_best}
+
+
+def _note_validation(s: Session, trial: Trial, steps: int, metrics: Mapping[str, Any], is_best: bool) -> None:
     best = " (the best of the experiment so far)" if is_best else ""
     trial_notes.note(s, trial.id, f"validation at batch {steps}: {trial_notes.metrics_text(metrics)}{best}")
-    return {"is_best": bool(is_best)}
+
+
+# Names a metric group may not take: they name the two groups that have their own tables and routes.
+_RESERVED_GROUPS = ("training", "validation")
+
+
+def report_group_metrics(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    """Metrics of any group other than training and validation (`report_metrics(group, ...)`, the profiler's).
+
+    A report replaces the trial's record of the same group at the same step (a restarted run reports it again).
+    """
+    group = check_group(body.get("group"))
+    if group in _RESERVED_GROUPS:
+        raise RequestProblem(400, f"metric group {group!r} has its own route: POST /trials/{{id}}/{group}_metrics")
+    steps = _int(body, "steps_completed")
+    metrics = body.get("metrics")
+    if not isinstance(metrics, Mapping):
+        raise RequestProblem(400, f"{group} metrics: expected an object of metrics")
+    _check_metric_names(metrics)
+    s.execute(delete(GroupMetrics).where(GroupMetrics.trial_id == trial.id, GroupMetrics.group_name == group,
+                                         GroupMetrics.steps_completed == steps))
+    s.add(GroupMetrics(trial_id=trial.id, group_name=group, steps_completed=steps, metrics=_json_safe(metrics),
+                       end_time=utcnow()))
+    return {}
+
+
+def report_progress(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    """`{progress: 0..1}`: how far the trial is (`report_progress`); the search method's progress follows."""
+    progress = _number(body, "progress")
+    if not 0.0 <= progress <= 1.0:
+        raise RequestProblem(400, f"progress: expected a fraction from 0 to 1, got {progress}")
+    trial_progress(s, get_experiment(s, trial.experiment_id), trial, progress)
+    return {}
+
+
+MAX_STATUS = 1024
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def set_runner_status(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    """`{state: "text"}`: the status text the trial's code set (`set_status`), shown with the trial."""
+    status = body.get("state")
+    if not isinstance(status, str) or len(status) > MAX_STATUS:
+        raise RequestProblem(400, f"runner state: expected a string of at most {MAX_STATUS} characters, got {status!r}")
+    trial.runner_status = status
+    return {}
+
+
+def set_run_metadata(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
+    """`{metadata: {...}}`: the trial's metadata (`set_metadata`), kept across its restarts; merged, keys replaced."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping):
+        raise RequestProblem(400, "metadata: expected a JSON object")
+    merged = {**(trial.run_metadata or {}), **_json_safe(metadata)}
+    if len(json.dumps(merged)) > MAX_METADATA_BYTES:
+        raise RequestProblem(400, f"metadata: at most {MAX_METADATA_BYTES} bytes of JSON per trial")
+    trial.run_metadata = merged
+    return {"metadata": merged}
+
+
+def run_metadata(s: Session, trial: Trial) -> Dict[str, Any]:
+    return {"metadata": dict(trial.run_metadata or {})}
+
+
+def best_searcher_validation(s: Session, trial: Trial) -> Dict[str, Any]:
+    """The best value of `searcher.metric` in the trial's experiment (404 while there is none)."""
+    exp = get_experiment(s, trial.experiment_id)
+    if exp.best_validation is None:
+        raise RequestProblem(404, f"experiment {exp.id} has no validation with its searcher metric yet")
+    return {"metric": exp.best_validation}
 
 
 def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
@@ -243,6 +356,23 @@ def report_checkpoint(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     return {}
 
 
+def delete_own_checkpoint(s: Session, trial: Trial, uuid: str) -> Dict[str, Any]:
+    """A trial deletes one of its checkpoints (`CheckpointContext.delete`): marked DELETED before its files go, so a
+    COMPLETED checkpoint never lacks files. A checkpoint in the model registry is kept (409)."""
+    ckpt = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
+    if ckpt is None or ckpt.trial_id != trial.id:
+        raise RequestProblem(404, f"trial {trial.id} has no checkpoint {uuid}")
+    if ckpt.state == states.DELETED:
+        return {}
+    if uuid in registry.registered_uuids(s, [uuid]):
+        raise RequestProblem(409, f"checkpoint {uuid} is registered in the model registry; it is not deleted")
+    ckpt.state = states.DELETED
+    s.flush()
+    latest = latest_own_checkpoint(s, trial.id)
+    trial.latest_checkpoint_uuid = latest.uuid if latest is not None else None
+    return {}
+
+
 def early_exit(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
     reason = body.get("reason")
     if reason not in EXIT_REASONS:
@@ -252,10 +382,18 @@ def early_exit(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, A
 
 
 def preemption_signal(s: Session, allocation_id: str) -> Dict[str, Any]:
-    trial = s.scalars(select(Trial).where(Trial.allocation_id == allocation_id)).first()
+    trial = running_trial(s, allocation_id)
     if trial is None:
         return {"preempt": True}  # an allocation that is no longer current must stop
     return {"preempt": bool(trial.preempt_requested)}
+
+
+def acknowledge_preemption(s: Session, allocation_id: str) -> Dict[str, Any]:
+    """The run will checkpoint and exit because it was asked to: its exit 0 then means "resume me later"."""
+    trial = running_trial(s, allocation_id)
+    if trial is not None:
+        trial.preempt_acked = True
+    return {}
 
 
 def _check_metric_names(metrics: Mapping[str, Any], batch_metrics: Sequence[Any] = ()) -> None:
@@ -306,7 +444,8 @@ def _json_safe(value: Any) -> Any:
 
 
 __all__: List[str] = [
-    "TrainingReport", "authorize", "complete_operation", "early_exit", "next_operation", "preemption_signal",
-    "report_checkpoint", "report_training", "report_validation", "store_training_reports", "trial_context",
-    "training_report",
+    "TrainingReport", "acknowledge_preemption", "authorize", "best_searcher_validation", "check_group",
+    "complete_operation", "delete_own_checkpoint", "early_exit", "next_operation", "preemption_signal", "report_checkpoint",
+    "report_group_metrics", "report_progress", "report_training", "report_validation", "run_metadata",
+    "set_run_metadata", "set_runner_status", "store_training_reports", "trial_context", "training_report",
 ]

@@ -120,12 +120,43 @@ def trial(db: Reader, trial_id: int) -> Dict[str, Any]:
     validation = db.rows("SELECT steps_completed, metrics, end_time FROM validation_metrics "
                          "WHERE trial_id = :t ORDER BY steps_completed, id", t=trial_id)
     checkpoints = db.rows(f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE trial_id = :t ORDER BY id", t=trial_id)
+    groups = db.rows("SELECT DISTINCT group_name FROM group_metrics WHERE trial_id = :t", t=trial_id)
     return {
         "trial": serialize.trials(db, exp, [t])[0],
         "training_metrics": serialize.training_metrics(training),
         "validation_metrics": serialize.validation_metrics(validation),
+        "metric_groups": ["training", "validation"] + sorted(g.group_name for g in groups),
         "checkpoints": [serialize.checkpoint(db, c) for c in checkpoints],
     }
+
+
+MAX_GROUP_NAME = 128
+
+
+def check_group(group: Any) -> str:
+    """A metric group name as Determined 0.38 accepts it: a non-empty string without '.' (400 otherwise)."""
+    if not isinstance(group, str) or not group or "." in group or len(group) > MAX_GROUP_NAME:
+        raise RequestProblem(400, f"metric group: expected a non-empty name without '.' of at most {MAX_GROUP_NAME} "
+                                  f"characters, got {group!r}")
+    return group
+
+
+def trial_metrics(db: Reader, trial_id: int, group: str) -> Dict[str, Any]:
+    """`GET /trials/{id}/metrics?group=G`: the trial's metrics of one group (`training`, `validation`, or any group
+    it reported with report_metrics), ordered by steps_completed."""
+    trial_row(db, trial_id)
+    if group == "training":
+        rows = db.rows("SELECT steps_completed, metrics, batch_metrics, end_time FROM training_metrics "
+                       "WHERE trial_id = :t ORDER BY steps_completed, id", t=trial_id)
+        return {"group": group, "metrics": serialize.training_metrics(rows)}
+    if group == "validation":
+        rows = db.rows("SELECT steps_completed, metrics, end_time FROM validation_metrics "
+                       "WHERE trial_id = :t ORDER BY steps_completed, id", t=trial_id)
+    else:
+        rows = db.rows("SELECT steps_completed, metrics, end_time FROM group_metrics "
+                       "WHERE trial_id = :t AND group_name = :g ORDER BY steps_completed, id", t=trial_id,
+                       g=check_group(group))
+    return {"group": group, "metrics": serialize.validation_metrics(rows)}
 
 
 def trial_checkpoints(db: Reader, trial_id: int, states: Optional[Iterable[str]] = None) -> Listing:

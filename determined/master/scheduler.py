@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from determined.master import states, trial_notes
 from determined.master.actions import config_value
 from determined.master.db import Experiment, SearcherOperation, Trial
+from determined.master.experiment import runs_own_loop
 
 DEFAULT_PRIORITY = 42  # Determined's default for experiments without resources.priority
 
@@ -50,9 +51,11 @@ def pick_trials(s: Session, free_slots: int) -> List[Trial]:
         if trial.allocation_id is not None:
             demand.running_trials += 1
             demand.running_slots += demand.slots_per_trial
+    # A trial that runs its own loop (Determined 0.38) has work until it ends.
+    own_loop = [exp_id for exp_id, d in demands.items() if runs_own_loop(d.exp)]
     waiting = s.scalars(select(Trial).where(
         Trial.experiment_id.in_(list(demands)), Trial.state == states.ACTIVE, Trial.allocation_id.is_(None),
-        has_work | Trial.close_requested.is_(True)).order_by(Trial.id))
+        has_work | Trial.close_requested.is_(True) | Trial.experiment_id.in_(own_loop)).order_by(Trial.id))
     for trial in waiting:
         demands[trial.experiment_id].waiting.append(trial)
 
@@ -83,6 +86,8 @@ def idle_trials(s: Session) -> List[Trial]:
     idle = list(s.scalars(select(Trial).where(
         Trial.allocation_id.is_not(None), Trial.state == states.ACTIVE, Trial.close_requested.is_(False),
         Trial.preempt_requested.is_(False), ~has_work)))
+    # A trial that runs its own loop (Determined 0.38) is never waiting for the search method.
+    idle = [t for t in idle if not runs_own_loop(s.get(Experiment, t.experiment_id))]  # type: ignore[arg-type]
     if not idle:  # the usual case, and a query over the running trials only
         return []
     active = select(Experiment.id).where(Experiment.state == states.ACTIVE)

@@ -92,6 +92,7 @@ def trial(t: Any, status: Optional[Tuple[str, Optional[str]]] = None) -> Dict[st
         "warm_start_checkpoint_uuid": t.warm_start_checkpoint_uuid,
         "log_policy_matched": latest_label(t),
         "log_policy_matches": list(t.log_policy_matches or []),
+        "runner_status": t.runner_status,
     }
 
 
@@ -172,6 +173,7 @@ def training_metrics(rows: Sequence[Any]) -> List[Dict[str, Any]]:
 
 
 def validation_metrics(rows: Sequence[Any]) -> List[Dict[str, Any]]:
+    """Validation metrics, or the metrics of any other group (same shape)."""
     return [{"steps_completed": r.steps_completed, "metrics": r.metrics, "end_time": timestamp(r.end_time)} for r in rows]
 
 

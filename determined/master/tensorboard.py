@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import httpx
 
@@ -71,10 +71,13 @@ def _to_epoch(iso: Optional[str]) -> Optional[float]:
     return value.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
-def write_trial_events(directory: pathlib.Path, trial: Mapping[str, Any]) -> int:
-    """Write a `GET /trials/{id}` answer's training and validation metrics as event files; returns the count."""
+def write_trial_events(directory: pathlib.Path, trial: Mapping[str, Any],
+                       groups: Optional[Mapping[str, Sequence[Mapping[str, Any]]]] = None) -> int:
+    """Write a `GET /trials/{id}` answer's training and validation metrics, and the records of any other metric
+    `groups` (`{group: GET /trials/{id}/metrics?group= records}`), as event files; returns the count."""
     rows = [("training", r) for r in trial.get("training_metrics") or []]
     rows += [("validation", r) for r in trial.get("validation_metrics") or []]
+    rows += [(group, r) for group, records in (groups or {}).items() for r in records]
     if not rows:
         return 0
     writer = events.EventFileWriter(directory)
@@ -96,7 +99,10 @@ def fill_event_files(session: Any, experiment_id: int, root: pathlib.Path) -> pa
     for trial in described["trials"]:
         directory = events.trial_dir(root, experiment_id, trial["id"])
         if not events.has_event_files(directory):
-            write_trial_events(directory, session.get(f"/trials/{trial['id']}"))
+            answer = session.get(f"/trials/{trial['id']}")
+            groups = {g: session.get(f"/trials/{trial['id']}/metrics", params={"group": g})["metrics"]
+                      for g in answer.get("metric_groups") or [] if g not in ("training", "validation")}
+            write_trial_events(directory, answer, groups)
     return logdir
 
 

@@ -1,6 +1,7 @@
 """Search methods: pure, seeded, snapshot-able state machines that turn trial events into operations (no I/O)."""
 from determined.searcher._adaptive import AdaptiveSearch, AdaptiveSimpleSearch, SyncHalvingSearch
 from determined.searcher._asha import ASHASearch, AsyncHalvingSearch
+from determined.searcher._asha_stopping import ASHAStoppingSearch, StoppingBracket
 from determined.searcher._context import SearchContext
 from determined.searcher._grid import GridSearch
 from determined.searcher._method import ExitedReason, SearchMethod
@@ -22,6 +23,7 @@ from determined.searcher._simulate import SimTrial, SimulationError, SimulationR
 __all__ = [
     "MAX_TRIALS",
     "ASHASearch",
+    "ASHAStoppingSearch",
     "AVAILABLE_METHODS",
     "AdaptiveSearch",
     "AdaptiveSimpleSearch",
@@ -39,6 +41,7 @@ __all__ = [
     "check_trial_count",
     "planned_trials",
     "Shutdown",
+    "StoppingBracket",
     "SimTrial",
     "SimulationError",
     "SimulationResult",

@@ -7,9 +7,9 @@ import bisect
 import math
 import sys
 from fractions import Fraction
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
-from determined.searcher._context import SearchContext
+from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
 from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
@@ -79,6 +79,8 @@ def _signed(metric: float, smaller_is_better: bool) -> float:
 
 
 class AsyncHalvingSearch(SearchMethod):
+    max_created = MAX_TRIALS  # trials it may create, INVALID_HP replacements included (SideBySideBrackets shares it)
+
     """One bracket of asynchronous successive halving (`async_halving`).
 
     Starts `max_concurrent_trials` trials (0: auto, see `concurrency_per_bracket`) in rung 0. When a trial reports
@@ -130,6 +132,7 @@ class AsyncHalvingSearch(SearchMethod):
         self.outstanding: Set[str] = set()
         self.outstanding_by_rung = [0] * self.num_rungs
         self.exited: Set[str] = set()
+        self.invalid: Set[str] = set()  # replaced after INVALID_HP
         self.close_sent: Set[str] = set()
         self.closed: Set[str] = set()
         self.closed_out_rungs = 0
@@ -172,9 +175,29 @@ class AsyncHalvingSearch(SearchMethod):
     def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
         self._known(request_id)
         self.exited.add(request_id)
+        replaceable = request_id not in self.invalid and len(self.trial_rung) < self.max_created
+        if reason == ExitedReason.INVALID_HP and replaceable:
+            return self._replace_invalid(ctx, request_id)
         if request_id in self.outstanding:
             return self._report(ctx, request_id, WORST_METRIC)
         return []
+
+    def _replace_invalid(self, ctx: SearchContext, request_id: str) -> List[Operation]:
+        """INVALID_HP (as Determined): the trial leaves every rung and a new one replaces it, not counted."""
+        self.invalid.add(request_id)
+        for entries in self.rungs:
+            entries[:] = [entry for entry in entries if entry[0] != request_id]
+        if request_id in self.outstanding:
+            self.outstanding.discard(request_id)
+            self.outstanding_by_rung[self.trial_rung[request_id]] -= 1
+        ops = self._create(ctx) if not self.shutdown else []
+        if len(self.rungs[0]) >= self.max_trials:
+            ops += self._close_out_rungs()
+        return ops
+
+    def _counted_trials(self) -> int:
+        """Trials created, less those replaced after INVALID_HP."""
+        return len(self.trial_rung) - len(self.invalid)
 
     def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
         self._known(request_id)
@@ -183,7 +206,7 @@ class AsyncHalvingSearch(SearchMethod):
             self.exited.add(request_id)
             ops += self._report(ctx, request_id, WORST_METRIC)
         self.closed.add(request_id)
-        if not self.shutdown and len(self.trial_rung) >= self.max_trials and len(self.closed) >= len(self.trial_rung):
+        if not self.shutdown and self._counted_trials() >= self.max_trials and len(self.closed) >= len(self.trial_rung):
             self.shutdown = True
             ops.append(Shutdown())
         return ops
@@ -194,9 +217,12 @@ class AsyncHalvingSearch(SearchMethod):
 
     def units_done(self, trained: Trained = None) -> float:
         """Units its trials trained: a trial training for a rung counts what it trained so far (from `trained`),
-        a trial that reported in its rung, exited or closed counts the rung's whole length."""
+        a trial that reported in its rung, exited or closed counts the rung's whole length. Trials replaced after
+        INVALID_HP count nothing."""
         done = 0.0
         for request_id, rung in self.trial_rung.items():
+            if request_id in self.invalid:
+                continue
             target = self.rung_lengths[rung]
             if request_id in self.outstanding and request_id not in self.closed:
                 previous = self.rung_lengths[rung - 1] if rung else 0
@@ -246,7 +272,7 @@ class AsyncHalvingSearch(SearchMethod):
                 ops += self._report(ctx, promoted, WORST_METRIC)
             else:
                 ops.append(ValidateAfter(promoted, self.rung_lengths[rung + 1]))
-        elif len(self.trial_rung) < self.max_trials:
+        elif self._counted_trials() < self.max_trials:
             ops += self._create(ctx)
         if len(self.rungs[0]) >= self.max_trials:
             ops += self._close_out_rungs()
@@ -313,6 +339,7 @@ class AsyncHalvingSearch(SearchMethod):
             "rungs": [[list(entry) for entry in entries] for entries in self.rungs],
             "outstanding": sorted(self.outstanding),
             "exited": sorted(self.exited),
+            "invalid": sorted(self.invalid),
             "close_sent": sorted(self.close_sent),
             "closed": sorted(self.closed),
             "closed_out_rungs": self.closed_out_rungs,
@@ -328,6 +355,7 @@ class AsyncHalvingSearch(SearchMethod):
         for request_id in self.outstanding:
             self.outstanding_by_rung[self.trial_rung[request_id]] += 1
         self.exited = set(snapshot["exited"])
+        self.invalid = set(snapshot.get("invalid", []))
         self.close_sent = set(snapshot["close_sent"])
         self.closed = set(snapshot["closed"])
         self.closed_out_rungs = int(snapshot["closed_out_rungs"])
@@ -335,6 +363,17 @@ class AsyncHalvingSearch(SearchMethod):
 
 
 # ---------------------------------------------------------------- brackets side by side
+
+
+def split_into_brackets(search: SideBySideBrackets, make: Callable[[int, int, int], Any]) -> None:
+    """Give an ASHA search (with `bracket_rungs`, `max_trials`, `max_concurrent_trials` and `divisor`) its brackets:
+    `make(rungs, max_trials, concurrency)` for each, max_trials and max_concurrent_trials split between them."""
+    trials = trials_per_bracket(search.bracket_rungs, search.max_trials, search.divisor)
+    concurrency = concurrency_per_bracket(trials, search.max_concurrent_trials, search.divisor)
+    search.brackets = [make(rungs, n, c) for rungs, n, c in zip(search.bracket_rungs, trials, concurrency)]
+    search._share_trial_limit()
+    search.owner = {}
+    search.shutdown = False
 
 
 class ASHASearch(SideBySideBrackets, SearchMethod):
@@ -378,15 +417,9 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
             self.bracket_rungs = list(bracket_rungs)
         else:
             self.bracket_rungs = brackets_for_mode(mode, self.max_rungs)
-        trials = trials_per_bracket(self.bracket_rungs, max_trials, divisor)
-        concurrency = concurrency_per_bracket(trials, max_concurrent_trials, divisor)
         self.max_concurrent_trials = max_concurrent_trials
-        self.brackets = [
-            AsyncHalvingSearch(rungs, max_length, n, divisor, c, smaller_is_better, unit, stop_once)
-            for rungs, n, c in zip(self.bracket_rungs, trials, concurrency)
-        ]
-        self.owner: Dict[str, int] = {}
-        self.shutdown = False
+        split_into_brackets(self, lambda rungs, n, c: AsyncHalvingSearch(rungs, max_length, n, divisor, c,
+                                                                          smaller_is_better, unit, stop_once))
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "ASHASearch":
@@ -407,55 +440,12 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
             stop_once=bool(searcher_config.get("stop_once", False)),
         )
 
-    def initial_operations(self, ctx: SearchContext) -> List[Operation]:
-        """Each bracket's first trials; on the platform, at most the context's window in all (split between
-        the brackets in proportion to their concurrency, at least one each)."""
-        wanted = [min(b.concurrency, b.max_trials) for b in self.brackets]
-        window = ctx.window(self.max_concurrent_trials)
-        if window is not None and sum(wanted) > window:
-            wanted = [max(1, w * window // sum(wanted)) for w in wanted]
-        ops: List[Operation] = []
-        for index, (bracket, limit) in enumerate(zip(self.brackets, wanted)):
-            ops += self._own(index, bracket.initial_operations(ctx, limit))
-        return ops
-
-    def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
-        index = self._bracket_of(request_id)
-        return self._own(index, self.brackets[index].on_validation_completed(ctx, request_id, metric, length))
-
-    def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
-        index = self._bracket_of(request_id)
-        return self._own(index, self.brackets[index].on_trial_exited_early(ctx, request_id, reason))
-
-    def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
-        index = self._bracket_of(request_id)
-        ops = self._own(index, self.brackets[index].on_trial_closed(ctx, request_id))
-        if not self.shutdown and all(bracket.shutdown for bracket in self.brackets):
-            self.shutdown = True
-            ops.append(Shutdown())
-        return ops
-
     def progress(self, trained: Trained = None) -> float:
         if self.shutdown:
             return 1.0
         planned = sum(b.planned_length() for b in self.brackets)
         done = sum(b.units_done(trained) for b in self.brackets)
         return min(PROGRESS_BEFORE_SHUTDOWN, done / float(planned))
-
-    def _bracket_of(self, request_id: str) -> int:
-        if request_id not in self.owner:
-            raise ValueError(f"searcher: unknown trial request {request_id}")
-        return self.owner[request_id]
-
-    def _own(self, index: int, ops: List[Operation]) -> List[Operation]:
-        out: List[Operation] = []
-        for op in ops:
-            if isinstance(op, Shutdown):
-                continue  # a bracket is done; the search is done when all are
-            if isinstance(op, Create):
-                self.owner[op.request_id] = index
-            out.append(op)
-        return out
 
     def describe(self) -> Dict[str, Any]:
         """The brackets as plain JSON: per bracket rungs, trials, concurrency and rung lengths (in `unit`)."""

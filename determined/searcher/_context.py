@@ -9,6 +9,12 @@ from determined.config import sample_hparams
 # The fewest trials a search keeps created and unfinished when the platform runs it (more once they end).
 MIN_WINDOW = 16
 
+# The most trials one experiment may create: every trial is a row with its metrics and logs, and a search
+# method's state, stored with every event of the search, holds the trials it made; past this an event costs
+# more than a fraction of a second and a list of trials no longer fits on a page. Replacements of INVALID_HP
+# trials stop there too.
+MAX_TRIALS = 10_000
+
 
 class SearchContext:
     """Randomness for one experiment's search, seeded by the experiment seed; its state is part of the snapshot.

@@ -1,7 +1,7 @@
 """`grid`: one trial per point of the Cartesian product of every hyperparameter's grid values."""
 import itertools
 import math
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from determined.config import MAX_ALLOWED_TRIALS, canonical_hparams, dotted, grid_values, hparam_leaves, nest_values
 from determined.searcher._context import SearchContext
@@ -48,14 +48,15 @@ def grid_points(hparams_config: Mapping[str, Any]) -> List[Dict[str, Any]]:
 
 
 class GridSearch(FixedTrialsSearch):
-    """One trial per grid point; each trains to `max_length`, validates and closes."""
+    """One trial per grid point; each trains to `max_length`, validates and closes (or, without max_length, runs its
+    own loop until its process exits)."""
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "GridSearch":
         """The grid search a canonical `searcher` section describes."""
-        from determined.searcher._searcher import config_int, config_length
+        from determined.searcher._searcher import config_int, optional_config_length
 
-        unit, max_length = config_length(searcher_config, "max_length")
+        unit, max_length = optional_config_length(searcher_config, "max_length")
         return cls(max_length=max_length, unit=unit,
                    max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0))
 

@@ -3,6 +3,9 @@ from fractions import Fraction
 from typing import Any, Dict, List
 
 from determined.config.searchers import MODES
+from determined.searcher._context import MAX_TRIALS, SearchContext
+from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, Trained
+from determined.searcher._ops import Create, Operation, Shutdown
 
 
 def floor_log(value: int, divisor: float) -> int:
@@ -41,12 +44,77 @@ def rung_lengths(num_rungs: int, max_length: int, divisor: float) -> List[int]:
 
 
 class SideBySideBrackets:
-    """The state of a search that runs brackets side by side: the brackets (each with its own `snapshot()` and
-    `restore()`), the bracket that created each trial (`owner`), and whether the search has shut down."""
+    """A search that runs brackets side by side (each a search method of its own, with `max_trials`, `shutdown`,
+    `snapshot()` and `restore()`): events go to the bracket that created the trial (`owner`); the search shuts down
+    when every bracket has (a failed bracket shuts it down at once). Subclasses set `brackets` and `max_trials`."""
 
     brackets: List[Any]
     owner: Dict[str, int]
     shutdown: bool
+    max_trials: int
+    max_concurrent_trials: int
+    bracket_rungs: List[int]
+    divisor: float
+
+    def _share_trial_limit(self) -> None:
+        """Split the trials an experiment may create (MAX_TRIALS) between the brackets: each may replace INVALID_HP
+        trials until it created its share."""
+        spare = max(0, MAX_TRIALS - self.max_trials) // len(self.brackets)
+        for bracket in self.brackets:
+            bracket.max_created = bracket.max_trials + spare
+
+    def initial_operations(self, ctx: SearchContext) -> List[Operation]:
+        """Each bracket's first trials; on the platform, at most the context's window in all (split between
+        the brackets in proportion to their concurrency, at least one each)."""
+        wanted = [min(b.concurrency, b.max_trials) for b in self.brackets]
+        window = ctx.window(self.max_concurrent_trials)
+        if window is not None and sum(wanted) > window:
+            wanted = [max(1, w * window // sum(wanted)) for w in wanted]
+        ops: List[Operation] = []
+        for index, (bracket, limit) in enumerate(zip(self.brackets, wanted)):
+            ops += self._own(index, bracket.initial_operations(ctx, limit))
+        return ops
+
+    def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int
+                                ) -> List[Operation]:
+        index = self._bracket_of(request_id)
+        return self._own(index, self.brackets[index].on_validation_completed(ctx, request_id, metric, length))
+
+    def on_trial_exited_early(self, ctx: SearchContext, request_id: str, reason: ExitedReason) -> List[Operation]:
+        index = self._bracket_of(request_id)
+        return self._own(index, self.brackets[index].on_trial_exited_early(ctx, request_id, reason))
+
+    def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
+        index = self._bracket_of(request_id)
+        ops = self._own(index, self.brackets[index].on_trial_closed(ctx, request_id))
+        if not self.shutdown and all(bracket.shutdown for bracket in self.brackets):
+            self.shutdown = True
+            ops.append(Shutdown())
+        return ops
+
+    def progress(self, trained: Trained = None) -> float:
+        """The brackets' progress weighted by their trials (ASHASearch counts units trained instead)."""
+        if self.shutdown:
+            return 1.0
+        done = sum(b.progress(trained) * b.max_trials for b in self.brackets) / float(self.max_trials)
+        return min(PROGRESS_BEFORE_SHUTDOWN, done)
+
+    def _bracket_of(self, request_id: str) -> int:
+        if request_id not in self.owner:
+            raise ValueError(f"searcher: unknown trial request {request_id}")
+        return self.owner[request_id]
+
+    def _own(self, index: int, ops: List[Operation]) -> List[Operation]:
+        out: List[Operation] = []
+        for op in ops:
+            if isinstance(op, Shutdown) and not op.failure:
+                continue  # a bracket is done; the search is done when all are
+            if isinstance(op, Shutdown):
+                self.shutdown = True  # a failed bracket ends the whole search
+            if isinstance(op, Create):
+                self.owner[op.request_id] = index
+            out.append(op)
+        return out
 
     def snapshot(self) -> Dict[str, Any]:
         return {"brackets": [b.snapshot() for b in self.brackets], "owner": dict(self.owner), "shutdown": self.shutdown}

@@ -44,6 +44,14 @@ class SearchMethod(abc.ABC):
     def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
         """The trial reached `length` of a `ValidateAfter` and validated with the searcher metric `metric`."""
 
+    def on_validation_reported(self, ctx: SearchContext, request_id: str, metrics: Dict[str, Any]) -> List[Operation]:
+        """A trial that runs its own loop (no `ValidateAfter`: Determined 0.38) reported validation `metrics`."""
+        return []
+
+    def on_trial_progress(self, ctx: SearchContext, request_id: str, progress: float) -> List[Operation]:
+        """A trial reported how far it is, from 0 to 1 (`report_progress`)."""
+        return []
+
     def on_trial_closed(self, ctx: SearchContext, request_id: str) -> List[Operation]:
         """The trial ended (after a `Close`, an early exit, or an error)."""
         return []

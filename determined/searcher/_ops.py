@@ -26,16 +26,21 @@ class ValidateAfter:
 
 @dataclasses.dataclass(frozen=True)
 class Close:
-    """End the trial once the operations queued before this one are done."""
+    """End the trial once the operations queued before this one are done.
+
+    A trial that runs its own loop (Determined 0.38: no operations) is stopped now: the master delivers the
+    graceful preemption signal, and the trial ends COMPLETED when its process exits.
+    """
 
     request_id: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Shutdown:
-    """The search is over; `failure` marks the experiment as failed."""
+    """The search is over; `failure` marks the experiment as failed, `message` says why (shown to the user)."""
 
     failure: bool = False
+    message: str = ""
 
 
 Operation = Union[Create, ValidateAfter, Close, Shutdown]

@@ -3,6 +3,8 @@ import copy
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from determined.searcher._asha import ASHASearch, AsyncHalvingSearch, equal_metrics_length
+from determined.searcher._asha_stopping import ASHAStoppingSearch
+from determined.searcher._context import MAX_TRIALS
 from determined.searcher._grid import GridSearch, grid_axes
 from determined.searcher._method import SearchMethod
 from determined.searcher._searcher import make_search_method
@@ -10,12 +12,6 @@ from determined.searcher._simulate import Objective, SimulationResult, simulate
 
 # Past this many trials, preview does not simulate (the worst case is then left out rather than slow).
 SIMULATION_TRIAL_LIMIT = 5000
-
-
-# The most trials one experiment may create: every trial is a row with its metrics and logs, and a search
-# method's state, stored with every event of the search, holds the trials it made; past this an event costs
-# more than a fraction of a second and a list of trials no longer fits on a page.
-MAX_TRIALS = 10_000
 
 
 def planned_trials(config: Mapping[str, Any]) -> int:
@@ -68,15 +64,20 @@ def preview(config: Mapping[str, Any]) -> Dict[str, Any]:
     }
     if name in ("single", "random"):
         trials = int(getattr(method, "max_trials"))
-        length = int(getattr(method, "max_length"))
-        out.update(max_length=length, trials=trials, total_length=trials * length)
+        length = getattr(method, "max_length")
+        out.update(max_length=length, trials=trials, total_length=trials * length if length else None)
     elif isinstance(method, GridSearch):
         axes = grid_axes(hparams)
         trials = 1
         for values in axes.values():
             trials *= len(values)
-        out.update(max_length=method.max_length, trials=trials, total_length=trials * method.max_length,
+        length = method.max_length
+        out.update(max_length=length, trials=trials, total_length=trials * length if length else None,
                    values={k: list(v) for k, v in axes.items()})
+    elif isinstance(method, ASHAStoppingSearch):
+        # 0.38: trials run their own loops; the search only stops them at rungs of the reported time metric.
+        out.update(method.describe(), trials=method.max_trials, max_time=method.max_time,
+                   time_metric=method.time_metric, total_length=None)
     elif isinstance(method, (ASHASearch, AsyncHalvingSearch)):
         out.update(_halving_preview(method, hparams, seed))
     else:
@@ -186,6 +187,14 @@ def format_preview(data: Mapping[str, Any]) -> str:
         rows += [[str(r["length"]), str(r["trials"])] for r in data["validations_by_length"]]
         lines += _table(rows)
     lines.append("")
+    if data.get("total_length") is None:
+        if data.get("time_metric"):
+            lines.append(f"Each trial runs its own loop and reports {data['time_metric']} with its validation "
+                         f"metrics; trials below a rung's cutoff are stopped, the best reach max_time "
+                         f"{data['max_time']}")
+        else:
+            lines.append("No max_length: each trial runs its own loop until its process exits")
+        return "\n".join(lines)
     total = f"Total training: {data['total_length']} {unit}"
     if data.get("brackets") or data.get("validations_by_length"):
         total += " when every trial is equally good"

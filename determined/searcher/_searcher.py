@@ -1,9 +1,10 @@
 """Building a search method from a canonical searcher config, and the method + context pair the master drives."""
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from determined.config.searchers import SEARCHER_NAMES
+from determined.config.searchers import SEARCHER_NAMES, searcher_drives_trials
 from determined.searcher._adaptive import AdaptiveSearch, AdaptiveSimpleSearch, SyncHalvingSearch
 from determined.searcher._asha import ASHASearch, AsyncHalvingSearch
+from determined.searcher._asha_stopping import ASHAStoppingSearch
 from determined.searcher._context import SearchContext
 from determined.searcher._grid import GridSearch
 from determined.searcher._method import ExitedReason, SearchMethod
@@ -52,16 +53,25 @@ _FACTORIES: Dict[str, Callable[[Mapping[str, Any]], SearchMethod]] = {
 }
 
 
+def optional_config_length(searcher_config: Mapping[str, Any], field: str) -> Tuple[str, Optional[int]]:
+    """`config_length`, or ("batches", None) when the field is absent (Determined 0.38: the trial's code decides)."""
+    if searcher_config.get(field) is None:
+        return "batches", None
+    return config_length(searcher_config, field)
+
+
 def make_search_method(searcher_config: Mapping[str, Any]) -> SearchMethod:
     """The search method a canonical `searcher` config section describes."""
     name = searcher_config.get("name")
     if name == "single":
-        unit, max_length = config_length(searcher_config, "max_length")
+        unit, max_length = optional_config_length(searcher_config, "max_length")
         return SingleSearch(max_length=max_length, unit=unit)
     if name == "random":
-        unit, max_length = config_length(searcher_config, "max_length")
+        unit, max_length = optional_config_length(searcher_config, "max_length")
         return RandomSearch(max_length=max_length, max_trials=config_int(searcher_config, "max_trials"), unit=unit,
                             max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0))
+    if name in ("adaptive_asha", "async_halving") and not searcher_drives_trials(searcher_config):
+        return ASHAStoppingSearch.from_config(searcher_config)
     if isinstance(name, str) and name in _FACTORIES:
         return _FACTORIES[name](searcher_config)
     raise ValueError(f"searcher.name: unknown search method {name!r}; use one of {', '.join(AVAILABLE_METHODS)}")
@@ -92,6 +102,12 @@ class Searcher:
 
     def validation_completed(self, request_id: str, metric: float, length: int) -> List[Operation]:
         return self.method.on_validation_completed(self.context, request_id, float(metric), int(length))
+
+    def validation_reported(self, request_id: str, metrics: Dict[str, Any]) -> List[Operation]:
+        return self.method.on_validation_reported(self.context, request_id, dict(metrics))
+
+    def trial_progress(self, request_id: str, progress: float) -> List[Operation]:
+        return self.method.on_trial_progress(self.context, request_id, float(progress))
 
     def trial_closed(self, request_id: str) -> List[Operation]:
         return self.method.on_trial_closed(self.context, request_id)

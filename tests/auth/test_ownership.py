@@ -71,7 +71,7 @@ def test_a_trial_token_reports_only_for_its_own_trial(master: InProcessMaster, u
     one = master.raw(tok1)
     report = {"steps_completed": 5, "metrics": {"loss": 1.0}, "batch_metrics": []}
     one.post(f"/trials/{t1}/training_metrics", report)
-    assert one.get(f"/trials/{t1}/searcher/operation") == {"length": 30}
+    assert one.get(f"/trials/{t1}/searcher/operation") == {"length": 30, "searcher_length": 30}
     # another trial's routes: 403 for writes, and nothing recorded there
     for path in ("training_metrics", "validation_metrics", "checkpoints", "early_exit", "searcher/completed_operation"):
         message = _refused(403, one.post, f"/trials/{t2}/{path}", report)

@@ -58,7 +58,10 @@ def test_adaptive_asha_defaults(with_searcher):
          "searcher.bracket_rungs[0]"),
         ({"name": "adaptive_simple", "max_length": ML, "max_trials": 2001}, "searcher.max_trials"),
         ({"name": "single", "max_length": {"batches": 0}}, "searcher.max_length.batches"),
-        ({"name": "single"}, "searcher.max_length"),
+        ({"name": "single"}, "searcher.max_length"),  # a Trial class entrypoint needs it; a script does not
+        ({"name": "adaptive_asha", "max_trials": 4}, "searcher"),  # neither time_metric+max_time nor max_length
+        ({"name": "adaptive_asha", "max_trials": 4, "time_metric": "batches"}, "searcher.max_time"),
+        ({"name": "async_halving", "num_rungs": 2, "max_trials": 4, "max_time": 9}, "searcher.time_metric"),
         ({"name": "single", "max_length": ML, "smaller_is_better": "maybe"}, "searcher.smaller_is_better"),
         ({"name": "single", "max_length": ML, "source_trial_id": "x"}, "searcher.source_trial_id"),
         ({"name": "single", "max_length": ML, "max_trials": 3}, "searcher.max_trials"),

@@ -66,6 +66,7 @@ def test_test_one_batch(caplog: pytest.LogCaptureFixture) -> None:
     assert summary["training_metrics"] == {"loss": lr}
     assert summary["batch_metrics"] == [{"loss": lr}]
     assert summary["validation_metrics"] == {"validation_loss": lr}
+    assert summary["checkpoint_resources"].pop("metadata.json") > 0
     assert summary["checkpoint_resources"] == {"state": 1}
     stored = [e["checkpoint_path"] for e in EVENTS if "checkpoint_path" in e]
     assert len(stored) == 1 and stored[0].name == summary["checkpoint_uuid"]

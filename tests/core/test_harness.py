@@ -77,7 +77,7 @@ def _config(tmp_path: pathlib.Path, **extra: Any) -> Dict[str, Any]:
     config = {
         "entrypoint": "model_def:CountingTrial",
         "scheduling_unit": 5,
-        "searcher": {"name": "single", "metric": "loss", "smaller_is_better": True},
+        "searcher": {"name": "single", "metric": "loss", "smaller_is_better": True, "max_length": {"batches": 100}},
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp_path), "storage_path": "ckpts"},
     }
     config.update(extra)
@@ -135,6 +135,7 @@ def test_pull_loop_metrics_checkpoints_and_completion(make_master: Any, tmp_path
     store = tmp_path / "ckpts"
     for ckpt in master.checkpoints:
         assert ckpt["framework"] == "counting" and ckpt["format"] == "json"
+        assert ckpt["resources"].pop("metadata.json") > 0  # the metadata, as Determined 0.38 writes it
         assert ckpt["resources"] == {"state.json": len('{"steps": %d}' % ckpt["steps_completed"])}
         assert (store / ckpt["uuid"] / "state.json").is_file()
     # Log lines go to stdout with timestamps; the work dir is removed afterwards.

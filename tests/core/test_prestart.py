@@ -63,7 +63,7 @@ def master(tmp_path: pathlib.Path) -> Iterator[FakeMaster]:
     (model / "probe.py").write_text(PROBE_SCRIPT)
     (model / "hold.py").write_text(HOLD_SCRIPT)
     config = {
-        "searcher": {"name": "single", "metric": "loss", "smaller_is_better": True},
+        "searcher": {"name": "single", "metric": "loss", "smaller_is_better": True, "max_length": {"batches": 100}},
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp_path), "storage_path": "ckpts"},
         "internal": {"native": {"command": ["probe.py"]}},
     }

@@ -6,8 +6,16 @@ import determined as det
 from determined import core, errors
 
 
+class _NoCollectives:
+    def allgather(self, obj):  # type: ignore[no-untyped-def]
+        raise AssertionError("no collective expected")
+
+    def close(self) -> None:
+        pass
+
+
 def _context(tmp_path: pathlib.Path, hparams: dict, size: int = 1) -> det.TrialContext:
-    distributed = core.DistributedContext(rank=0, size=size)
+    distributed = core.DistributedContext(rank=0, size=size, local_size=size, collectives=_NoCollectives())
     config = {"searcher": {"metric": "loss"}, "data": {"url": "http://x"}}
     ctx = core._make_local_context(str(tmp_path), [], config, hparams, trial_seed=7, distributed=distributed)
     return det.TrialContext(ctx, config, hparams, 7)

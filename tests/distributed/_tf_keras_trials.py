@@ -34,6 +34,13 @@ class Records(tf.keras.metrics.Metric):
 class LinearTrial(det_keras.TFKerasTrial):
     """Linear regression with plain SGD (no dropout, no randomness in the step): 1 and N slots must agree."""
 
+    def __init__(self, context: det_keras.TFKerasTrialContext) -> None:
+        super().__init__(context)
+        # As Determined 0.26's cifar10_tf_keras example: the machine's local rank 0 fetches the data while the other
+        # ranks wait in allgather_local.
+        local = context.distributed.allgather_local(context.distributed.get_local_rank())
+        assert local == list(range(context.distributed.local_size)), local
+
     def build_model(self) -> tf.keras.Model:
         tf.keras.utils.set_random_seed(0)
         model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(3,))])

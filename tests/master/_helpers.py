@@ -3,7 +3,8 @@ import base64
 import gzip
 import io
 import tarfile
-from typing import Any, Dict, Optional
+import time
+from typing import Any, Callable, Dict, Optional
 
 
 def pass_fake_settings_to_trials(monkeypatch: Any) -> None:
@@ -37,3 +38,14 @@ def config(max_trials: int = 2, length: int = 30, **extra: Any) -> Dict[str, Any
     }
     cfg.update(extra)
     return cfg
+
+
+def wait_for(what: Callable[[], Any], timeout: float = 30.0, message: str = "") -> Any:
+    """Poll `what()` until it returns something true (returned); fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {message or what}")

@@ -118,7 +118,7 @@ def test_trial_protocol_and_checkpoints(session: Session) -> None:
     t1, t2 = [t["id"] for t in session.get(f"/experiments/{exp['id']}")["trials"]]
     ctx = session.get(f"/trials/{t1}/context")
     assert ctx["latest_checkpoint"] is None and ctx["steps_completed"] == 0 and ctx["config"]["searcher"]["metric"] == "loss"
-    assert session.get(f"/trials/{t1}/searcher/operation") == {"length": 20}
+    assert session.get(f"/trials/{t1}/searcher/operation") == {"length": 20, "searcher_length": 20}
     session.post(f"/trials/{t1}/training_metrics", {"steps_completed": 10, "metrics": {"loss": 1.0}, "batch_metrics": [{"loss": 1.0}]})
     with pytest.raises(errors.APIError) as info:
         session.post(f"/trials/{t1}/validation_metrics", {"steps_completed": 20, "metrics": {"accuracy": 0.5}})
@@ -249,4 +249,4 @@ def test_a_clone_starts_from_its_parents_latest_checkpoint(session: Session, mon
     clone = [t for t in session.get(f"/experiments/{exp['id']}")["trials"] if t["request_id"] == "clone"][0]
     assert clone["hparams"]["x"] == 0.25
     assert session.get(f"/trials/{clone['id']}/context")["latest_checkpoint"]["uuid"] == PARENT_CK
-    assert session.get(f"/trials/{clone['id']}/searcher/operation") == {"length": 10}
+    assert session.get(f"/trials/{clone['id']}/searcher/operation") == {"length": 10, "searcher_length": 10}

@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -14,7 +14,7 @@ from determined import errors, master
 from determined.common.api import Session
 from determined.master.rm import Slots
 
-from ._helpers import config, model_def, pass_fake_settings_to_trials
+from ._helpers import config, model_def, pass_fake_settings_to_trials, wait_for
 
 FAKE_TRIAL = [sys.executable, str(pathlib.Path(__file__).with_name("fake_trial.py"))]
 
@@ -31,16 +31,6 @@ def fake_dir(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib
 def start(data_dir: pathlib.Path, slots: int = 2, **kwargs: Any) -> master.EmbeddedMaster:
     return master.start(data_dir, slots=Slots(gpus=[], cpu_count=slots), trial_command=FAKE_TRIAL,
                         preemption_timeout=kwargs.pop("preemption_timeout", 20), **kwargs)
-
-
-def wait_for(what: Callable[[], Any], timeout: float = 30.0, message: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {message or what}")
 
 
 def create(session: Session, cfg: Dict[str, Any]) -> int:

@@ -29,6 +29,8 @@ def fill(data_dir: pathlib.Path) -> Dict[str, Any]:
         length = session.get(f"/trials/{tid}/searcher/operation")["length"]
         session.post(f"/trials/{tid}/training_metrics", {"steps_completed": length, "metrics": {"loss": 1.0 + i}})
         session.post(f"/trials/{tid}/validation_metrics", {"steps_completed": length, "metrics": {"loss": 0.5 + i}})
+        session.post(f"/trials/{tid}/metrics", {"group": "inference", "steps_completed": length,
+                                                "metrics": {"latency": 0.1 * i}})
         uuids.append(str(uuid.uuid4()))
         session.post(f"/trials/{tid}/checkpoints", {"uuid": uuids[-1], "steps_completed": length,
                                                    "resources": {"w": 10}, "metadata": {"k": i}})
@@ -50,6 +52,7 @@ def test_local_reads_answer_what_the_app_answers(tmp_path: pathlib.Path) -> None
     paths = [("/experiments", None), (f"/experiments/{exp}", None), (f"/experiments/{exp}/checkpoints", None),
              (f"/experiments/{exp}/checkpoints", {"states": ["COMPLETED"]}), (f"/trials/{trial}", None),
              (f"/trials/{trial}/logs", {"offset": 0, "limit": 5}), (f"/trials/{trial}/checkpoints", None),
+             *[(f"/trials/{trial}/metrics", {"group": g}) for g in ("training", "validation", "inference", "none")],
              (f"/checkpoints/{uuids[0]}", None), ("/models", None), ("/models", {"name": "%", "order_by": "desc"}),
              ("/models", {"description": "_it_", "sort_by": "creation_time"}), ("/models/m", None)]
     for path, params in paths:
@@ -61,6 +64,9 @@ def test_local_reads_answer_what_the_app_answers(tmp_path: pathlib.Path) -> None
     with pytest.raises(errors.APIError) as bad:
         local.get("/experiments/1/checkpoints", {"states": ["GONE"]})
     assert bad.value.status_code == 400 and "not a checkpoint state" in str(bad.value)
+    assert local.get(f"/trials/{trial}")["metric_groups"] == ["training", "validation", "inference"]
+    with pytest.raises(errors.APIError, match="without '.'"):
+        local.get(f"/trials/{trial}/metrics", {"group": "a.b"})
     assert local.get("/master/info")["scheduler"] is False
     # what it does not read locally goes to the app: other routes, and every write
     assert local.get(f"/experiments/{exp}/searcher_progress")["name"] == "adaptive_asha"

@@ -80,7 +80,8 @@ def test_checkpoint_contents(tmp_path: pathlib.Path) -> None:
     reported = context.checkpoint.reported[-1]
     assert reported["framework"] == f"torch-{torch.__version__}" and reported["format"] == "cloudpickle"
     path = tmp_path / reported["uuid"]
-    assert sorted(p.name for p in path.iterdir()) == ["load_data.json", "state_dict.pth"]
+    assert sorted(p.name for p in path.iterdir()) == ["load_data.json", "metadata.json", "state_dict.pth"]
+    assert json.loads((path / "metadata.json").read_text())["steps_completed"] == 4  # 0.38's layout
     state = torch.load(path / "state_dict.pth", weights_only=False)
     assert {"models_state_dict", "optimizers_state_dict", "lr_schedulers_state_dict", "callbacks",
             "rng_state", "steps_completed"} <= set(state)

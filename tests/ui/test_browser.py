@@ -150,6 +150,22 @@ def test_every_page_loads_fits_and_sends_nothing_out(ui_master: Dict[str, Any], 
     assert request_log and leaving(request_log) == []
 
 
+def test_the_trial_page_charts_another_metric_group(ui_master: Dict[str, Any], shared_context: Any) -> None:
+    api, asha = ui_master["api"], ui_master["asha"]
+    best = api.get(f"/experiments/{asha}")["experiment"]["best_trial_id"]
+    latency = [m["metrics"]["latency_ms"] for m in api.get(f"/trials/{best}/metrics", group="inference")["metrics"]]
+    page, problems = open_page(shared_context, f"{ui_master['url']}/trials/{best}")
+    try:
+        page.wait_for_selector("#trial-charts .metric-chart .main-svg", timeout=20000)
+        page.select_option("#trial-group", "inference")
+        page.wait_for_selector("#trial-charts .metric-chart[data-metric='latency_ms'] .main-svg", timeout=20000)
+        plotted = page.evaluate("() => document.querySelector(\"[data-metric='latency_ms']\").data[0].y")
+        assert plotted == latency and latency
+        assert problems == []
+    finally:
+        page.close()
+
+
 def test_progress_moves_on_a_running_experiment(running_page: OpenPage) -> None:
     page, problems = running_page.page, running_page.problems
     page.wait_for_selector("#exp-progress .progress")

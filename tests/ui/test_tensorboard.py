@@ -30,10 +30,11 @@ def read_scalars(directory: pathlib.Path) -> Dict[str, List[Tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
-def expected_scalars(described: Dict[str, Any]) -> Dict[str, List[Tuple[int, float]]]:
+def expected_scalars(api: Any, trial_id: int) -> Dict[str, List[Tuple[int, float]]]:
+    """Every metric group of the trial (training, validation and those of report_metrics) as TensorBoard tags."""
     out: Dict[str, List[Tuple[int, float]]] = {}
-    for group in ("training", "validation"):
-        for row in described[f"{group}_metrics"]:
+    for group in api.get(f"/trials/{trial_id}")["metric_groups"]:
+        for row in api.get(f"/trials/{trial_id}/metrics", group=group)["metrics"]:
             for name, value in row["metrics"].items():
                 out.setdefault(f"{group}/{name}", []).append((row["steps_completed"], value))
     return out
@@ -67,7 +68,7 @@ def test_trials_write_event_files_and_det_tensorboard_serves_them(ui_master: Dic
     api, url, asha = ui_master["api"], ui_master["url"], ui_master["asha"]
     root = pathlib.Path(ui_master["data_dir"]) / "tensorboard"
     trials = [t["id"] for t in api.get(f"/experiments/{asha}")["trials"]]
-    expected = {t: expected_scalars(api.get(f"/trials/{t}")) for t in trials}
+    expected = {t: expected_scalars(api, t) for t in trials}
     for t in trials:  # written by the trial processes themselves, through determined.core
         assert_same(read_scalars(_tensorboard.trial_dir(root, asha, t)), expected[t])
 

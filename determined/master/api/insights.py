@@ -115,23 +115,35 @@ def hyperparameter_importance(request: Request, experiment_id: int, metric: Opti
 # ---------------------------------------------------------------- searcher progress
 
 
-def _halving_brackets(method: Any) -> Optional[List[searcher.AsyncHalvingSearch]]:
-    if isinstance(method, searcher.AsyncHalvingSearch):
+_BRACKETS = (searcher.AsyncHalvingSearch, searcher.StoppingBracket)
+
+
+def _halving_brackets(method: Any) -> Optional[List[Any]]:
+    if isinstance(method, _BRACKETS):
         return [method]
     brackets = getattr(method, "brackets", None)
-    if isinstance(brackets, list) and brackets and all(isinstance(b, searcher.AsyncHalvingSearch) for b in brackets):
+    if isinstance(brackets, list) and brackets and all(isinstance(b, _BRACKETS) for b in brackets):
         return brackets
     return None
 
 
-def _asha_rungs(bracket: searcher.AsyncHalvingSearch, trial_ids: Dict[str, int]) -> List[Dict[str, Any]]:
+def _asha_rungs(bracket: Any, trial_ids: Dict[str, int]) -> List[Dict[str, Any]]:
+    """The rungs of a bracket: promotion-based (0.37), or stopping-based (0.38, in units of the time metric: a trial
+    counts as promoted out of a rung once it passed it)."""
+    stopping = isinstance(bracket, searcher.StoppingBracket)
+    lengths = bracket.units_needed if stopping else bracket.rung_lengths
     rungs = []
-    for index, length in enumerate(bracket.rung_lengths):
+    for index, length in enumerate(lengths):
         entries = bracket.rungs[index] if index < len(bracket.rungs) else []
-        reported = [{"trial_id": trial_ids.get(rid), "request_id": rid, "promoted": bool(promoted),
-                     "metric": None if value >= 1e300 else (value if bracket.smaller_is_better else -value)}
-                    for rid, value, promoted in entries]
-        running = [trial_ids.get(rid) for rid in sorted(bracket.outstanding) if bracket.trial_rung.get(rid) == index]
+        reported = [{"trial_id": trial_ids.get(entry[0]), "request_id": entry[0],
+                     "promoted": bracket.trial_rung.get(entry[0], 0) > index if stopping else bool(entry[2]),
+                     "metric": None if entry[1] >= 1e300 else (entry[1] if bracket.smaller_is_better else -entry[1])}
+                    for entry in entries]
+        if stopping:
+            running = [trial_ids.get(rid) for rid, rung in sorted(bracket.trial_rung.items())
+                       if rung == index and rid not in bracket.stopped]
+        else:
+            running = [trial_ids.get(rid) for rid in sorted(bracket.outstanding) if bracket.trial_rung.get(rid) == index]
         rungs.append({"index": index, "length": length, "reported": reported, "in_progress": running,
                       "promoted": sum(1 for e in reported if e["promoted"])})
     return rungs

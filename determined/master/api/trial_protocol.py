@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from determined.config import redaction
-from determined.master import auth, protocol
+from determined.master import allocations, auth, protocol
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
 from determined.master.db import TrainingMetrics, Trial, ValidationMetrics
@@ -125,3 +125,55 @@ def early_exit(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)
 def preemption(request: Request, allocation_id: str) -> Dict[str, Any]:
     with master_of(request).read() as s:
         return protocol.preemption_signal(s, allocation_id)
+
+
+@router.post("/allocations/{allocation_id}/signals/ack_preemption")
+def ack_preemption(request: Request, allocation_id: str) -> Dict[str, Any]:
+    """The run acknowledges the preemption signal: its exit 0 then means "resume me later" (Determined 0.38)."""
+    with problems_as_http(), master_of(request).write(wake=False) as s:
+        trial = allocations.running_trial(s, allocation_id)
+        if trial is None:
+            return {}
+        auth.check_trial_reporter(auth.principal_of(request), s, trial, write=True)
+        return protocol.acknowledge_preemption(s, allocation_id)
+
+
+@router.post("/trials/{trial_id}/metrics")
+def group_metrics(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+    """`{group, steps_completed, metrics}`: metrics of a group other than training and validation."""
+    return _write(request, trial_id, body, protocol.report_group_metrics, wake=False)
+
+
+@router.post("/trials/{trial_id}/progress")
+def progress(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+    """`{progress: 0..1}` (`report_progress`)."""
+    return _write(request, trial_id, body, protocol.report_progress, wake=False)
+
+
+@router.post("/trials/{trial_id}/runner/metadata")
+def runner_metadata(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+    """`{state: "text"}` (`set_status`)."""
+    return _write(request, trial_id, body, protocol.set_runner_status, wake=False)
+
+
+@router.post("/trials/{trial_id}/run_metadata")
+def set_run_metadata(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+    """`{metadata: {...}}` (`set_metadata`): merged into the trial's metadata."""
+    return _write(request, trial_id, body, protocol.set_run_metadata, wake=False)
+
+
+@router.get("/trials/{trial_id}/run_metadata")
+def get_run_metadata(request: Request, trial_id: int) -> Dict[str, Any]:
+    return _read(request, trial_id, protocol.run_metadata)
+
+
+@router.get("/trials/{trial_id}/searcher/best_validation")
+def best_validation(request: Request, trial_id: int) -> Dict[str, Any]:
+    """`{metric}`: the best searcher metric of the trial's experiment; 404 while there is none."""
+    return _read(request, trial_id, protocol.best_searcher_validation)
+
+
+@router.delete("/trials/{trial_id}/checkpoints/{uuid}")
+def delete_checkpoint(request: Request, trial_id: int, uuid: str) -> Dict[str, Any]:
+    """The trial deletes one of its checkpoints (`CheckpointContext.delete`); its files are removed after this."""
+    return _write(request, trial_id, {}, lambda s, trial, _body: protocol.delete_own_checkpoint(s, trial, uuid))

@@ -18,6 +18,14 @@ def describe_trial(request: Request, trial_id: int) -> Response:
         return json_response(lambda: reads.trial(reader_of(s), trial_id), f"trial {trial_id}")
 
 
+@router.get("/trials/{trial_id}/metrics")
+def trial_metrics(request: Request, trial_id: int, group: str = Query(..., max_length=128)) -> Response:
+    """The trial's metrics of one group (`training`, `validation`, or any group it reported), by steps_completed."""
+    with problems_as_http(), master_of(request).read() as s:
+        return json_response(lambda: reads.trial_metrics(reader_of(s), trial_id, group),
+                             f"trial {trial_id}'s {group} metrics")
+
+
 @router.get("/trials/{trial_id}/logs")
 def trial_logs(request: Request, trial_id: int, offset: int = Query(0, ge=0),
                limit: int = Query(1000, ge=1, le=10000)) -> Dict[str, Any]:

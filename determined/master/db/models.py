@@ -62,6 +62,11 @@ class Trial(Base):
     end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
     # [{"name", "action", "allocation_id", "line"}]: the first match of each log policy in each run (log_policies)
     log_policy_matches: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    # Core API (0.38): the current run acknowledged the preemption signal (its exit 0 means "resume me later");
+    # the status text it set (`set_status`); the metadata it keeps (`set_metadata`, survives restarts).
+    preempt_acked: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
+    runner_status: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    run_metadata: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
 
 
 class SearcherOperation(Base):
@@ -106,6 +111,20 @@ class ValidationMetrics(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"))
+    steps_completed: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[Any] = mapped_column(JSON)
+    end_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class GroupMetrics(Base):
+    """Metrics of a group other than `training` and `validation` (`report_metrics(group, ...)`, the profiler's)."""
+
+    __tablename__ = "group_metrics"
+    __table_args__ = (Index("ix_group_metrics_trial_id_group_steps", "trial_id", "group_name", "steps_completed"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"))
+    group_name: Mapped[str] = mapped_column(String(128))
     steps_completed: Mapped[int] = mapped_column(Integer)
     metrics: Mapped[Any] = mapped_column(JSON)
     end_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -29,6 +29,7 @@
       t.start_time ? el("span", {}, `Duration ${det.fmtDuration(t.start_time, t.end_time)}`) : null,
       t.warm_start_checkpoint_uuid ? el("span", {}, `Started from checkpoint ${t.warm_start_checkpoint_uuid}`) : null,
       t.log_policy_matched ? el("span", {}, `Log policy matched: ${t.log_policy_matched}`) : null,
+      t.runner_status ? el("span", {}, `Status: ${t.runner_status}`) : null,
     );
     document.title = `Trial ${id} · ${t.status || t.state} · Determined`;
   }
@@ -61,6 +62,48 @@
     }
   }
 
+  // Metric groups other than training & validation (report_metrics, the profiler's): chosen in a selector, drawn
+  // one chart per metric against batches (or against time for the profiler's groups).
+  const groupSelect = document.getElementById("trial-group");
+  const SYSTEM_GROUPS = ["cpu", "memory", "disk", "network", "gpu"];
+  let group = "";
+  groupSelect.addEventListener("change", () => { group = groupSelect.value; lastSignature = ""; refreshTrial(); });
+
+  function renderGroups(groups) {
+    const wanted = [""].concat((groups || []).filter((g) => g !== "training" && g !== "validation"));
+    if (groupSelect.dataset.groups !== wanted.join("|")) {
+      groupSelect.replaceChildren(...wanted.map((g) => el("option", { value: g }, g || "training & validation")));
+      groupSelect.value = group;
+      groupSelect.dataset.groups = wanted.join("|");
+    }
+    groupSelect.hidden = wanted.length < 2;
+    document.getElementById("trial-controls").hidden = Boolean(group);
+  }
+
+  function renderGroupCharts(rows, groupName) {
+    const time = SYSTEM_GROUPS.includes(groupName);
+    const names = new Set();
+    for (const row of rows) for (const [k, v] of Object.entries(row.metrics || {})) if (typeof v === "number") names.add(k);
+    const sorted = [...names].sort();
+    const box = document.getElementById("trial-charts");
+    const signature = `${groupName}:${sorted.join("|")}`;
+    if (box.dataset.names !== signature) {
+      box.replaceChildren(...sorted.map((n) => el("div", { class: "metric-chart", "data-metric": n })));
+      if (!sorted.length) box.append(el("p", { class: "muted" }, "No metrics reported yet."));
+      box.dataset.names = signature;
+    }
+    for (const div of box.querySelectorAll(".metric-chart")) {
+      const name = div.dataset.metric;
+      const points = rows.filter((r) => typeof (r.metrics || {})[name] === "number");
+      det.plot(div, [{ type: "scatter", mode: points.length === 1 ? "markers" : "lines+markers", name: groupName,
+        x: points.map((r) => (time ? new Date(r.steps_completed * 1000) : r.steps_completed)),
+        y: points.map((r) => r.metrics[name]) }], {
+        height: 280, title: { text: name, font: { size: 14 } }, margin: { l: 55, r: 10, t: 35, b: 40 },
+        xaxis: { title: { text: time ? "time" : "batches" } }, legend: { orientation: "h", y: -0.3 },
+      });
+    }
+  }
+
   function renderCheckpoints(checkpoints) {
     det.sortableTable(document.getElementById("trial-checkpoints"), [
       { key: "steps_completed", label: "Batches", numeric: true },
@@ -89,7 +132,12 @@
     lastSignature = signature;
     data = d;
     renderSummary(d.trial);
-    renderCharts();
+    renderGroups(d.metric_groups);
+    if (group) {
+      renderGroupCharts((await det.api(`/trials/${id}/metrics?group=${encodeURIComponent(group)}`)).metrics, group);
+    } else {
+      renderCharts();
+    }
     det.keyValueTable(document.getElementById("trial-hparams"), det.flatten(d.trial.hparams));
     det.keyValueTable(document.getElementById("trial-validation"), d.trial.latest_validation || {});
     renderCheckpoints(d.checkpoints);
