@@ -228,8 +228,6 @@ def check_entrypoint(model_dir: str, entrypoint: Any) -> None:
     command entrypoint is not checked: it may name anything the trial's environment has)."""
     if not is_trial_class(entrypoint):
         return
-    if entrypoint.count(":") != 1:
-        raise ContextError(f"entrypoint {entrypoint!r} must look like 'module.path:TrialClass'")
     module, cls = entrypoint.split(":")
     root = pathlib.Path(model_dir)
     path = _module_file(root, module)

