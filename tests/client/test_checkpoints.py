@@ -1,5 +1,6 @@
 """ExperimentReference, TrialReference and Checkpoint against a really trained experiment."""
 import json
+import os
 import pathlib
 from typing import Any, Dict, List
 
@@ -33,8 +34,11 @@ def _expected_top(checkpoints: List[Dict[str, Any]], metric: str, smaller: bool)
 
 def test_the_session_goes_where_it_should(env: Env) -> None:
     d = Determined()
-    # no master running: reads go to the data dir's database, writes to its app opened in-process
-    assert d._session.master == (env.url or f"local:{env.trained.data_dir.resolve()}")
+    # no master running: reads go to the data dir's SQLite database, writes to its app opened in-process (on
+    # PostgreSQL, reads go to the app too)
+    on_postgres = not os.environ.get("DET_DB_URL", "sqlite:///").startswith("sqlite:///")
+    expected = "http://in-process" if on_postgres else f"local:{env.trained.data_dir.resolve()}"
+    assert d._session.master == (env.url or expected)
     if env.url:
         explicit = Determined(master=env.url)
         assert explicit._session.master == env.url

@@ -130,6 +130,7 @@ def test_preview_gc_and_patch_on_an_ended_experiment(session: Session, data_dir:
     bad = report(session, data_dir, t2, 5, loss=0.95, files=False)
     # Planted where its files would be: a link to the data dir; GC must never follow it.
     (data_dir / "checkpoints" / bad).symlink_to(data_dir, target_is_directory=True)
+    (data_dir / "master-file").write_text("the master's own")  # the data dir holds no database on PostgreSQL
 
     preview = session.get(f"/experiments/{exp_id}/preview_gc")
     assert _uuids(preview["keep"]) == [a10, a25, b10, b20]
@@ -167,7 +168,8 @@ def test_preview_gc_and_patch_on_an_ended_experiment(session: Session, data_dir:
     assert (storage / a10 / "state.bin").is_file() and (storage / b10 / "state.bin").is_file()
     assert not any((storage / u).exists() for u in (a20, a25, b20))
     assert not [p for p in storage.iterdir() if p.name.startswith(".")], "no half-deleted leftovers"
-    assert (storage / bad).is_symlink() and (data_dir / "determined.db").is_file(), "the link and its target stay"
+    assert (storage / bad).is_symlink() and (data_dir / "master-file").read_text() == "the master's own", \
+        "the link and its target stay"
 
     # A PATCH of an ended experiment stores the policy and collects at once.
     answer = session.patch(f"/experiments/{exp_id}", {"checkpoint_storage": {"save_trial_best": 0,
