@@ -35,7 +35,7 @@ def instantiate_trial(
             "(leave trial_context_class as it is, or subclass PyTorchTrialContext)"
         )
     trial = construct_trial(trial_class, context, **(trial_kwargs or {}))
-    if _trial.uses_old_api(trial_class):
+    if _trial.uses_old_api(trial_class) and (_trial.builds_its_model(trial_class) or not context.models):
         model = context.wrap_model(trial.build_model())
         optimizer = context.wrap_optimizer(trial.optimizer(model))
         scheduler = trial.create_lr_scheduler(optimizer)
@@ -106,6 +106,7 @@ class PyTorchTrialController(BatchLoop):
         name = trial_class.__name__
         self._evaluate_method = _trial.check_evaluate_methods(trial_class)
         self._old_api = _trial.uses_old_api(trial_class)
+        self._steps_for_trial = self._old_api and _trial.builds_its_model(trial_class)
         self._evaluate_argument = _trial.evaluate_argument(trial_class, self._evaluate_method)
         self._read_config(context.get_experiment_config())
 
@@ -286,6 +287,8 @@ class PyTorchTrialController(BatchLoop):
             return metrics_of_train_batch(output, self.trial_class.__name__)
         output = self.trial.train_batch(batch, context.models[0], epoch_idx, batch_idx)
         metrics = metrics_of_train_batch(output, self.trial_class.__name__)
+        if not self._steps_for_trial:  # it wrapped its own models and steps its optimizers itself
+            return metrics
         if "loss" not in metrics:
             raise errors.InvalidTrialError(
                 f"{self.trial_class.__name__}.train_batch() returned a dict without \"loss\"; the 0.12 API "

@@ -138,6 +138,14 @@ def _positional_params(method: Any) -> Sequence[inspect.Parameter]:
     return [p for p in params[1:] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
+def builds_its_model(trial_class: type) -> bool:
+    """True when the trial defines build_model(), optimizer() or create_lr_scheduler() (the 0.12 API): Determined
+    wraps what they return and runs backward and the optimizer step after its train_batch (0.12.x's rule). A
+    trial whose train_batch takes the model but that wraps its own models in __init__ (0.12's experimental
+    "flexible primitives") gets the first model and steps its optimizers itself."""
+    return any(_overrides(trial_class, name) for name in ("build_model", "optimizer", "create_lr_scheduler"))
+
+
 def uses_old_api(trial_class: type) -> bool:
     """True for a 0.12-style trial: its train_batch takes the model, or it defines build_model()."""
     params = _positional_params(trial_class.train_batch)

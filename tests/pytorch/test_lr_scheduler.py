@@ -187,3 +187,23 @@ def test_the_012_experimental_names_are_the_same_calls(tmp_path: pathlib.Path) -
     SEEN.clear()
     run_trial(FlexiblePrimitives012Trial, tmp_path, [3], make_config())
     assert SEEN == [{"lr": 0.5, "wrapper": True}, {"lr": 0.25, "wrapper": True}, {"lr": 0.125, "wrapper": True}]
+
+
+class FlexiblePrimitives012WithModelArgTrial(FlexiblePrimitives012Trial):
+    """0.12.12's flexible_primitives example: train_batch and evaluate_batch take the model (the 0.12 signature)
+    while the trial wraps its own models and steps its optimizer itself; it gets the first wrapped model."""
+
+    def train_batch(self, batch: Any, model: nn.Module, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        assert model is self.model
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+    def evaluate_batch(self, batch: Any, model: nn.Module) -> Dict[str, Any]:
+        assert model is self.model
+        return super().evaluate_batch(batch)
+
+
+def test_a_012_trial_taking_the_model_that_wraps_its_own_steps_once_per_batch(tmp_path: pathlib.Path) -> None:
+    SEEN.clear()
+    run_trial(FlexiblePrimitives012WithModelArgTrial, tmp_path, [3], make_config())
+    # it trains as the example does: the model it wrapped comes in, its own backward and step run
+    assert [s["lr"] for s in SEEN] == [0.5, 0.25, 0.125]
