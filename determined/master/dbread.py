@@ -13,11 +13,12 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 # Columns by how their raw driver value is decoded (JSON is text on SQLite; times are text there).
 _JSON = frozenset({"config", "searcher_snapshot", "hparams", "latest_validation", "metrics", "batch_metrics",
-                   "resources", "metadata", "event", "operations", "log_policy_matches"})
+                   "resources", "metadata", "event", "operations", "log_policy_matches",
+                   "project_notes"})
 _TIME = frozenset({"start_time", "end_time", "timestamp", "time", "creation_time", "last_updated_time",
                    "created_at", "expires_at"})
 _BOOL = frozenset({"archived", "searcher_shutdown", "searcher_failure", "checkpoint_gc_done", "preempt_requested",
-                   "close_requested", "completed", "admin", "active", "revoked"})
+                   "close_requested", "completed", "admin", "active", "revoked", "immutable"})
 
 # The columns each read selects (never `*`: an experiment row holds its model definition archive).
 EXPERIMENT_COLUMNS = ("id, state, config, owner, archived, searcher_snapshot, searcher_shutdown, searcher_failure, "

@@ -11,7 +11,7 @@ models) is not deleted: move or delete them first.
 Every function works inside the caller's transaction and raises RequestProblem before it changes anything, so a
 refused request stores nothing.
 """
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, List, Mapping, Optional
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -67,28 +67,6 @@ def project_by_name(s: Session, ws: Workspace, name: str) -> Project:
         raise RequestProblem(404, f"project {clip_repr(name, 80)} not found in workspace {ws.name!r}; its projects "
                                   f"are: {_names(existing)}")
     return project
-
-
-def list_workspaces(s: Session, name: str = "", archived: Optional[bool] = None) -> List[Workspace]:
-    query = select(Workspace).order_by(Workspace.id)
-    if name:
-        query = query.where(Workspace.name == name)
-    if archived is not None:
-        query = query.where(Workspace.archived.is_(archived))
-    return list(s.scalars(query))
-
-
-def list_projects(s: Session, ws: Workspace, name: str = "", archived: Optional[bool] = None) -> List[Project]:
-    query = select(Project).where(Project.workspace_id == ws.id).order_by(Project.id)
-    if name:
-        query = query.where(Project.name == name)
-    if archived is not None:
-        query = query.where(Project.archived.is_(archived))
-    return list(s.scalars(query))
-
-
-def all_projects(s: Session) -> List[Project]:
-    return list(s.scalars(select(Project).order_by(Project.id)))
 
 
 # ---------------------------------------------------------------- validation and rights
@@ -307,40 +285,3 @@ def move_experiment(s: Session, exp: Experiment, body: Any, principal: auth.Prin
     exp.project_id = project.id
     s.flush()
     return exp
-
-
-# ---------------------------------------------------------------- JSON
-
-
-def workspace_json(s: Session, ws: Workspace) -> Dict[str, Any]:
-    project_ids = list(s.scalars(select(Project.id).where(Project.workspace_id == ws.id)))
-    n_models = s.scalar(select(func.count()).select_from(Model).where(Model.workspace_id == ws.id)) or 0
-    return {
-        "id": ws.id,
-        "name": ws.name,
-        "archived": bool(ws.archived),
-        "immutable": bool(ws.immutable),
-        "username": ws.owner,
-        "num_projects": len(project_ids),
-        "num_experiments": _count_experiments(s, project_ids),
-        "num_models": int(n_models),
-        "created_at": ws.created_at.isoformat() + "Z" if ws.created_at else None,
-    }
-
-
-def project_json(s: Session, project: Project) -> Dict[str, Any]:
-    ws = s.get(Workspace, project.workspace_id)
-    return {
-        "id": project.id,
-        "name": project.name,
-        "description": project.description or "",
-        "notes": list(project.notes or []),
-        "workspace_id": project.workspace_id,
-        "workspace_name": ws.name if ws is not None else "",
-        "archived": bool(project.archived),
-        "immutable": bool(project.immutable),
-        "username": project.owner,
-        "num_experiments": _count_experiments(s, [project.id]),
-        "num_active_experiments": _count_experiments(s, [project.id], active=True),
-        "created_at": project.created_at.isoformat() + "Z" if project.created_at else None,
-    }

@@ -8,7 +8,9 @@ from sqlalchemy.exc import IntegrityError
 
 from determined.master import auth, serialize, workspaces
 from determined.master.api._deps import http_error, json_list, master_of, problems_as_http
-from determined.master.dbread import EXPERIMENT_COLUMNS, reader_of
+from determined.master.dbread import reader_of
+from determined.master.workspace_reads import project_json, workspace_json
+from determined.master import workspace_reads as wreads
 from determined.master.experiment import get_experiment
 from determined.master.problems import RequestProblem
 
@@ -24,11 +26,10 @@ def _taken(what: str) -> HTTPException:
 
 
 @router.get("/workspaces")
-def list_workspaces(request: Request, name: str = "", archived: Optional[bool] = None) -> Response:
+def list_workspaces(request: Request, name: str = "", archived: Optional[str] = None) -> Response:
     """`{"workspaces": [...]}`, by id; `name` keeps the one of that name, `archived` those (not) archived."""
     with problems_as_http(), master_of(request).read() as s:
-        return json_list("workspaces", workspaces.list_workspaces(s, name, archived),
-                         lambda w: workspaces.workspace_json(s, w), lambda w: w.id)
+        return json_list(*wreads.workspaces(reader_of(s), name, archived))
 
 
 @router.post("/workspaces")
@@ -36,7 +37,7 @@ def create_workspace(request: Request, body: Any = Body(None)) -> Dict[str, Any]
     try:
         with problems_as_http(), master_of(request).write() as s:
             ws = workspaces.create_workspace(s, body, auth.principal_of(request))
-            return {"workspace": workspaces.workspace_json(s, ws)}
+            return {"workspace": workspace_json(s, ws)}
     except IntegrityError:
         raise _taken("the workspace name") from None
 
@@ -44,7 +45,7 @@ def create_workspace(request: Request, body: Any = Body(None)) -> Dict[str, Any]
 @router.get("/workspaces/{workspace_id}")
 def get_workspace(request: Request, workspace_id: int) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
-        return {"workspace": workspaces.workspace_json(s, workspaces.get_workspace(s, workspace_id))}
+        return wreads.workspace(reader_of(s), workspace_id)
 
 
 @router.patch("/workspaces/{workspace_id}")
@@ -53,7 +54,7 @@ def patch_workspace(request: Request, workspace_id: int, body: Any = Body(None))
     try:
         with problems_as_http(), master_of(request).write() as s:
             ws = workspaces.update_workspace(s, workspace_id, body, auth.principal_of(request))
-            return {"workspace": workspaces.workspace_json(s, ws)}
+            return {"workspace": workspace_json(s, ws)}
     except IntegrityError:
         raise _taken("the workspace name") from None
 
@@ -78,15 +79,13 @@ def unarchive_workspace(request: Request, workspace_id: int) -> Dict[str, Any]:
 def _set_workspace_archived(request: Request, workspace_id: int, archived: bool) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).write() as s:
         ws = workspaces.set_workspace_archived(s, workspace_id, archived, auth.principal_of(request))
-        return {"workspace": workspaces.workspace_json(s, ws)}
+        return {"workspace": workspace_json(s, ws)}
 
 
 @router.get("/workspaces/{workspace_id}/projects")
-def list_projects(request: Request, workspace_id: int, name: str = "", archived: Optional[bool] = None) -> Response:
+def list_projects(request: Request, workspace_id: int, name: str = "", archived: Optional[str] = None) -> Response:
     with problems_as_http(), master_of(request).read() as s:
-        ws = workspaces.get_workspace(s, workspace_id)
-        return json_list("projects", workspaces.list_projects(s, ws, name, archived),
-                         lambda p: workspaces.project_json(s, p), lambda p: p.id)
+        return json_list(*wreads.projects(reader_of(s), workspace_id, name, archived))
 
 
 @router.post("/workspaces/{workspace_id}/projects")
@@ -94,7 +93,7 @@ def create_project(request: Request, workspace_id: int, body: Any = Body(None)) 
     try:
         with problems_as_http(), master_of(request).write() as s:
             project = workspaces.create_project(s, workspace_id, body, auth.principal_of(request))
-            return {"project": workspaces.project_json(s, project)}
+            return {"project": project_json(s, project)}
     except IntegrityError:
         raise _taken("the project name") from None
 
@@ -106,14 +105,13 @@ def create_project(request: Request, workspace_id: int, body: Any = Body(None)) 
 def all_projects(request: Request) -> Response:
     """Every project of every workspace, by id (the UI's project filter)."""
     with problems_as_http(), master_of(request).read() as s:
-        return json_list("projects", workspaces.all_projects(s), lambda p: workspaces.project_json(s, p),
-                         lambda p: p.id)
+        return json_list(*wreads.projects(reader_of(s)))
 
 
 @router.get("/projects/{project_id}")
 def get_project(request: Request, project_id: int) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
-        return {"project": workspaces.project_json(s, workspaces.get_project(s, project_id))}
+        return wreads.project(reader_of(s), project_id)
 
 
 @router.patch("/projects/{project_id}")
@@ -122,7 +120,7 @@ def patch_project(request: Request, project_id: int, body: Any = Body(None)) -> 
     try:
         with problems_as_http(), master_of(request).write() as s:
             project = workspaces.update_project(s, project_id, body, auth.principal_of(request))
-            return {"project": workspaces.project_json(s, project)}
+            return {"project": project_json(s, project)}
     except IntegrityError:
         raise _taken("the project name") from None
 
@@ -147,19 +145,14 @@ def unarchive_project(request: Request, project_id: int) -> Dict[str, Any]:
 def _set_project_archived(request: Request, project_id: int, archived: bool) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).write() as s:
         project = workspaces.set_project_archived(s, project_id, archived, auth.principal_of(request))
-        return {"project": workspaces.project_json(s, project)}
+        return {"project": project_json(s, project)}
 
 
 @router.get("/projects/{project_id}/experiments")
 def project_experiments(request: Request, project_id: int) -> Response:
     """The project's experiments, as `GET /experiments` shows them."""
     with problems_as_http(), master_of(request).read() as s:
-        workspaces.get_project(s, project_id)
-        db = reader_of(s)
-        rows = db.rows(f"SELECT {EXPERIMENT_COLUMNS} FROM experiments WHERE project_id = :p ORDER BY id", p=project_id)
-        counts = serialize.trial_counts(db, [e.id for e in rows]) if rows else {}
-        return json_list("experiments", rows, lambda e: serialize.experiment(db, e, counts.get(e.id, 0)),
-                         lambda e: e.id)
+        return json_list(*wreads.project_experiments(reader_of(s), project_id))
 
 
 # ---------------------------------------------------------------- experiments
