@@ -1,6 +1,5 @@
 """`det workspace|w ...` and `det project|p ...`: workspaces and their projects; `det experiment move`."""
 import argparse
-import sys
 from typing import Any, Dict, List
 
 from determined import errors
@@ -15,13 +14,14 @@ def _determined(master: Any) -> Any:
     return Determined(master)
 
 
-def _confirm(question: str) -> bool:
-    print(question + " [y/N] ", end="", flush=True)
-    try:
-        answer = sys.stdin.readline()
-    except (OSError, ValueError):
-        answer = ""
-    return answer.strip().lower() in ("y", "yes")
+def _confirmed(args: argparse.Namespace, question: str) -> bool:
+    """--yes, or the user answers yes (else "Nothing deleted.")."""
+    from determined.cli.experiment import _confirm
+
+    if args.yes or _confirm(question):
+        return True
+    print("Nothing deleted.")
+    return False
 
 
 # ---------------------------------------------------------------- workspaces
@@ -92,8 +92,7 @@ def _archive_workspace(archived: bool) -> Any:
 def delete_workspace(args: argparse.Namespace) -> int:
     d = _determined(args.master)
     w = d.get_workspace(args.name)
-    if not args.yes and not _confirm(f"Delete workspace {w.name} and its (empty) projects?"):
-        print("Nothing deleted.")
+    if not _confirmed(args, f"Delete workspace {w.name} and its (empty) projects?"):
         return 1
     d.delete_workspace(args.name)
     _render.say(f"Deleted workspace {w.name}")
@@ -203,8 +202,7 @@ def _archive_project(archived: bool) -> Any:
 def delete_project(args: argparse.Namespace) -> int:
     w = _determined(args.master).get_workspace(args.workspace_name)
     p = w.get_project(args.project_name)
-    if not args.yes and not _confirm(f"Delete project {p.name} of workspace {w.name}?"):
-        print("Nothing deleted.")
+    if not _confirmed(args, f"Delete project {p.name} of workspace {w.name}?"):
         return 1
     w.delete_project(p.name)
     _render.say(f"Deleted project {p.name} of workspace {w.name}")

@@ -2,7 +2,7 @@
 through its SQLAlchemy session and the CLI reads a data dir no master runs on (local_reads.py) with the same code.
 Writes and their rules are in determined/master/workspaces.py.
 """
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from determined.master import serialize
 from determined.master.dbread import EXPERIMENT_COLUMNS, Reader, in_list, reader_of
@@ -26,8 +26,17 @@ def archived_param(value: Any) -> Optional[bool]:
     return found
 
 
-def _where(clauses: List[str]) -> str:
-    return (" WHERE " + " AND ".join(clauses)) if clauses else ""
+def _where(name: str, archived: Any, **equal: Any) -> Tuple[str, Dict[str, Any]]:
+    """A WHERE clause (or "") and its parameters: columns equal to `equal`'s values, `name` if given, `archived`
+    if given (true/false)."""
+    params = {k: v for k, v in equal.items() if v is not None}
+    if name:
+        params["name"] = name
+    wanted = archived_param(archived)
+    if wanted is not None:
+        params["archived"] = wanted
+    clauses = [f"{column} = :{column}" for column in params]
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
 def _experiment_counts(db: Reader, project_ids: List[int]) -> Dict[int, Dict[str, int]]:
@@ -106,15 +115,8 @@ def project_row(db: Reader, project_id: int) -> Any:
 
 def workspaces(db: Reader, name: str = "", archived: Any = None) -> Listing:
     """`GET /workspaces`: by id; `name` keeps the one of that name, `archived` those (not) archived."""
-    clauses, params = [], {}
-    if name:
-        clauses.append("name = :n")
-        params["n"] = name
-    wanted = archived_param(archived)
-    if wanted is not None:
-        clauses.append("archived = :a")
-        params["a"] = wanted
-    rows = db.rows(f"SELECT {WORKSPACE_COLUMNS} FROM workspaces{_where(clauses)} ORDER BY id", **params)
+    where, params = _where(name, archived)
+    rows = db.rows(f"SELECT {WORKSPACE_COLUMNS} FROM workspaces{where} ORDER BY id", **params)
     return Listing("workspaces", rows, lambda w: workspace_json(db, w), lambda w: w.id)
 
 
@@ -124,19 +126,10 @@ def workspace(db: Reader, workspace_id: int) -> Dict[str, Any]:
 
 def projects(db: Reader, workspace_id: Optional[int] = None, name: str = "", archived: Any = None) -> Listing:
     """`GET /projects` (every workspace's) and `GET /workspaces/{id}/projects`: by id."""
-    clauses, params = [], {}
     if workspace_id is not None:
         workspace_row(db, workspace_id)
-        clauses.append("workspace_id = :w")
-        params["w"] = workspace_id
-    if name:
-        clauses.append("name = :n")
-        params["n"] = name
-    wanted = archived_param(archived)
-    if wanted is not None:
-        clauses.append("archived = :a")
-        params["a"] = wanted
-    rows = db.rows(f"SELECT {PROJECT_COLUMNS} FROM projects{_where(clauses)} ORDER BY id", **params)
+    where, params = _where(name, archived, workspace_id=workspace_id)
+    rows = db.rows(f"SELECT {PROJECT_COLUMNS} FROM projects{where} ORDER BY id", **params)
     return Listing("projects", rows, lambda p: project_json(db, p), lambda p: p.id)
 
 

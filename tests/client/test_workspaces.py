@@ -155,6 +155,13 @@ def test_sdk_workspaces_projects_and_moves(env: Env) -> None:
     with pytest.raises(errors.APIError, match="not empty"):
         client.delete_workspace(ws.name)
     exp.move_to_project("Uncategorized", "Uncategorized")
+    # A model of the workspace keeps it too, until it moves.
+    model = d._session.post(f"/models/ws-model-{env.mode}", {"workspace_id": ws.id})["model"]
+    assert (model["workspace_id"], model["workspace"]) == (ws.id, ws.name)
+    with pytest.raises(errors.APIError, match="1 model"):
+        client.delete_workspace(ws.name)
+    moved = d._session.patch(f"/models/ws-model-{env.mode}", {"workspace_id": 1})["model"]
+    assert (moved["workspace_id"], moved["workspace"]) == (1, "Uncategorized")
     ws.delete_project("audio")
     assert [x.name for x in ws.list_projects()] == ["vision2"]
     client.delete_workspace(ws.name)  # its empty project goes with it
