@@ -11,7 +11,7 @@ models) is not deleted: move or delete them first.
 Every function works inside the caller's transaction and raises RequestProblem before it changes anything, so a
 refused request stores nothing.
 """
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -229,6 +229,49 @@ def set_project_archived(s: Session, project_id: int, archived: bool, principal:
     _check_owner(principal, project, "archived" if archived else "unarchived", "project")
     _check_workspace_open(get_workspace(s, project.workspace_id), f"{'' if archived else 'un'}archiving its projects")
     project.archived = archived
+    s.flush()
+    return project
+
+
+MAX_NOTES = 100
+
+
+def _check_notes(value: Any) -> List[Dict[str, str]]:
+    """Project notes: a list of at most MAX_NOTES `{"name", "contents"}` (a name as a label, contents as a
+    description)."""
+    if not isinstance(value, list):
+        raise RequestProblem(400, "invalid project notes", ["notes: expected a list of {\"name\", \"contents\"}"])
+    if len(value) > MAX_NOTES:
+        raise RequestProblem(400, "invalid project notes", [f"notes: {len(value)} notes; at most {MAX_NOTES}"])
+    problems, notes = [], []
+    for i, note in enumerate(value):
+        if not isinstance(note, Mapping) or set(note) != {"name", "contents"}:
+            problems.append(f"notes[{i}]: expected an object with exactly the keys name and contents")
+            continue
+        problem = names.name_problem(note["name"], slashes=True)
+        if problem:
+            problems.append(f"notes[{i}].name: {problem}")
+        problem = names.description_problem(note["contents"], f"notes[{i}].contents")
+        if problem:
+            problems.append(problem)
+        notes.append({"name": note["name"], "contents": note["contents"]})
+    if problems:
+        raise RequestProblem(400, "invalid project notes", problems)
+    return notes
+
+
+def set_project_notes(s: Session, project_id: int, body: Any, principal: auth.Principal, *,
+                      append: bool = False) -> Project:
+    """Replace the project's notes (`{"notes": [...]}`), or with `append` add one (`{"name", "contents"}`): its
+    owner or an admin."""
+    project = get_project(s, project_id)
+    if append:
+        notes = list(project.notes or []) + _check_notes([registry.check_body(body, ("name", "contents"), "note")])
+    else:
+        notes = _check_notes(registry.check_body(body, ("notes",), "project notes").get("notes"))
+    _check_owner(principal, project, "changed", "project")
+    _check_workspace_open(get_workspace(s, project.workspace_id), "changing its projects")
+    project.notes = _check_notes(notes)
     s.flush()
     return project
 

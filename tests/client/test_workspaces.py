@@ -130,6 +130,14 @@ def test_sdk_workspaces_projects_and_moves(env: Env) -> None:
     p.set_description("renamed")
     p.reload()
     assert (p.name, p.description) == ("vision2", "renamed")
+    p.add_note("plan", "lr 0.1 next")
+    p.add_note("log", "ran 3")
+    p.remove_note("plan")
+    assert p.notes == [{"name": "log", "contents": "ran 3"}] and d.get_project(p.id).notes == p.notes
+    with pytest.raises(ValueError, match="No note"):
+        p.remove_note("plan")
+    with pytest.raises(errors.APIError, match="exactly the keys"):
+        d._session.request("PUT", f"/projects/{p.id}/notes", json={"notes": [{"name": "x"}]})
     ws.set_name(f"team-{env.mode}-2")
     assert d.get_workspace(f"team-{env.mode}-2").id == ws.id
     p.archive()

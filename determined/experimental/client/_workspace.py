@@ -101,6 +101,23 @@ class Project:
             raise UsageError(f"description must be a string, not {description!r}")
         self._patch({"description": description})
 
+    def add_note(self, name: str, contents: str) -> None:
+        """Add a note (a name and its text) to the project; `notes` becomes the master's list."""
+        answer = self._session.post(f"/projects/{self.id}/notes", {"name": name, "contents": contents})
+        self.notes = list(answer["notes"])
+
+    def remove_note(self, name: str) -> None:
+        """Remove the note named `name`; a ValueError when the project has none or several of that name."""
+        notes = list(self._session.get(f"/projects/{self.id}")["project"]["notes"])
+        found = [i for i, note in enumerate(notes) if note["name"] == name]
+        if not found:
+            raise ValueError(f"No note with name '{name}' found to remove.")
+        if len(found) > 1:
+            raise ValueError(f"Multiple notes with name '{name}' found; remove one with "
+                             f"PUT /api/v1/projects/{self.id}/notes and the list to keep.")
+        notes.pop(found[0])
+        self.notes = list(self._session.request("PUT", f"/projects/{self.id}/notes", json={"notes": notes})["notes"])
+
     def archive(self) -> None:
         """Archive the project: it takes no new experiments until unarchived."""
         self._hydrate(self._session.post(f"/projects/{self.id}/archive")["project"])

@@ -125,6 +125,22 @@ def patch_project(request: Request, project_id: int, body: Any = Body(None)) -> 
         raise _taken("the project name") from None
 
 
+@router.put("/projects/{project_id}/notes")
+def put_project_notes(request: Request, project_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+    """Replace the notes (`{"notes": [{"name", "contents"}...]}`): the owner or an admin."""
+    with problems_as_http(), master_of(request).write() as s:
+        project = workspaces.set_project_notes(s, project_id, body, auth.principal_of(request))
+        return {"notes": list(project.notes or [])}
+
+
+@router.post("/projects/{project_id}/notes")
+def add_project_note(request: Request, project_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+    """Add one note (`{"name", "contents"}`): the owner or an admin."""
+    with problems_as_http(), master_of(request).write() as s:
+        project = workspaces.set_project_notes(s, project_id, body, auth.principal_of(request), append=True)
+        return {"notes": list(project.notes or [])}
+
+
 @router.delete("/projects/{project_id}")
 def delete_project(request: Request, project_id: int) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).write() as s:
