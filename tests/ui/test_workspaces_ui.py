@@ -11,6 +11,9 @@ from tests.ui.test_browser import check_page, open_page
 pytestmark = pytest.mark.slow
 
 
+WAIT = {"timeout": 60000}  # the machine may be busy with other suites' trials
+
+
 def _rows(page: Any, table: str) -> List[str]:
     return page.eval_on_selector_all(f"#{table} tbody tr", "rows => rows.map(r => r.textContent)")
 
@@ -26,29 +29,30 @@ def test_workspaces_page_and_the_project_and_workspace_filters(ui_master: Dict[s
 
     page, problems = open_page(shared_context, url + "/workspaces")
     try:
-        section = page.wait_for_selector(f"section[data-workspace='{ws['id']}'] tbody tr a")
-        assert section.text_content() == "ui-project"
+        link = f"section[data-workspace='{ws['id']}'] tbody tr a"
+        page.wait_for_selector(link, **WAIT)
+        assert page.locator(link).text_content() == "ui-project"
         check_page(page, problems, "/workspaces", False)
-        section.click()  # to the experiments page, filtered to the project
-        page.wait_for_url(f"**/?project={project['id']}")
-        page.wait_for_function("() => document.getElementById('project-filter').value !== ''")
-        page.wait_for_function("() => document.querySelectorAll('#experiments-table tbody tr').length === 1")
+        page.locator(link).click()  # to the experiments page, filtered to the project (a locator: the page re-renders)
+        page.wait_for_url(f"**/?project={project['id']}", **WAIT)
+        page.wait_for_function("() => document.getElementById('project-filter').value !== ''", **WAIT)
+        page.wait_for_function("() => document.querySelectorAll('#experiments-table tbody tr').length === 1", **WAIT)
         assert f"{exp['id']}" in _rows(page, "experiments-table")[0]
         assert page.input_value("#project-filter") == str(project["id"])
         page.select_option("#project-filter", "")  # all projects: the others come back
-        page.wait_for_function("() => document.querySelectorAll('#experiments-table tbody tr').length > 1")
+        page.wait_for_function("() => document.querySelectorAll('#experiments-table tbody tr').length > 1", **WAIT)
         assert "project=" not in page.url
         page.select_option("#project-filter", "1")  # Uncategorized: not ours
-        page.wait_for_function("() => document.querySelectorAll('#experiments-table tbody tr').length >= 1")
-        assert all(f"in ui-project" not in r for r in _rows(page, "experiments-table"))
+        page.wait_for_function("() => document.querySelectorAll('#experiments-table tbody tr').length >= 1", **WAIT)
+        assert all("in ui-project" not in r for r in _rows(page, "experiments-table"))
         assert problems == []
     finally:
         page.close()
 
     page, problems = open_page(shared_context, url + f"/models?workspace={ws['id']}")
     try:
-        page.wait_for_function(f"() => document.getElementById('workspace-filter').value === '{ws['id']}'")
-        page.wait_for_function("() => document.querySelectorAll('#models-table tbody tr').length === 1")
+        page.wait_for_function(f"() => document.getElementById('workspace-filter').value === '{ws['id']}'", **WAIT)
+        page.wait_for_function("() => document.querySelectorAll('#models-table tbody tr').length === 1", **WAIT)
         assert "ui-team-model" in _rows(page, "models-table")[0]
         assert problems == []
     finally:

@@ -65,6 +65,7 @@
     det.fill(projectFilter, el("option", { value: "" }, "All projects"),
       projects.map((p) => el("option", { value: String(p.id) }, `${p.workspace_name} / ${p.name}${p.archived ? " (archived)" : ""}`)));
     projectFilter.value = projects.some((p) => String(p.id) === wantedProject) ? wantedProject : "";
+    render();
   }).catch(() => {});
   det.ready().then(() => det.poll(async () => {
     experiments = (await det.api("/experiments")).experiments;
