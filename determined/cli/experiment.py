@@ -44,10 +44,11 @@ def _apply_cpu_slots(args: argparse.Namespace) -> None:
 
 
 def create(args: argparse.Namespace) -> int:
+    from determined.cli import workspace
     from determined.experimental import _connect, _native, _run
 
     _apply_cpu_slots(args)
-    raw = _load_raw(args.config_file)
+    raw = workspace.project_target(args, _load_raw(args.config_file))
     _print_notes(raw)
     if args.local and args.test_mode:
         return _local_test(raw, args.model_def)
@@ -361,6 +362,8 @@ def activate(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from determined.cli import workspace
+
     p = sub.add_parser("experiment", aliases=["e"], help="manage experiments")
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
 
@@ -375,6 +378,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="CPU slots of the master this command starts on a machine without GPUs "
                         "(default: DET_CPU_SLOTS, else the number of cores)")
     c.add_argument("-d", "--detach", action="store_true", help="with a configured master: do not follow progress")
+    workspace.add_create_arguments(c)
     c.set_defaults(func=create)
 
     ls = s.add_parser("list", help="list experiments")
@@ -436,3 +440,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w.add_argument("experiment_id", type=int)
     w.add_argument("--polling-interval", type=float, default=5.0, metavar="SECONDS", help="seconds between checks (default 5)")
     w.set_defaults(func=wait)
+    workspace.add_move_parser(s)

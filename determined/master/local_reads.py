@@ -2,8 +2,9 @@
 
 `det experiment list` used to start the whole server stack in-process (FastAPI, SQLAlchemy, migrations, a
 login) to answer one query: seconds for a command that should feel instant. `LocalSession` answers the read
-routes (`GET` of experiments, trials, logs, checkpoints, models, master info) with the same code the master
-runs for them (determined/master/reads.py, in portable SQL) over a read-only sqlite3 connection, and hands
+routes (`GET` of experiments, trials, logs, checkpoints, models, workspaces, projects, master info) with the same
+code the master runs for them (determined/master/reads.py and workspace_reads.py, in portable SQL) over a read-only
+sqlite3 connection, and hands
 everything else (writes, other routes) to the in-process app, which it opens only then.
 
 Reading the file needs no login: who can read the data dir's database can read everything in it anyway. A
@@ -20,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import determined
 from determined import errors
-from determined.master import reads
+from determined.master import reads, workspace_reads
 from determined.master.dbread import SqliteReader
 from determined.master.problems import RequestProblem
 
@@ -64,6 +65,14 @@ _ROUTES: List[Tuple["re.Pattern[str]", Handler]] = [
         db, str(_one(p, "sort_by", "name")), str(_one(p, "order_by", "asc")), str(_one(p, "name", "")),
         str(_one(p, "description", "")))),
     (re.compile(r"/models/([^/]+)"), lambda db, m, p: reads.model(db, m[1])),
+    (re.compile(r"/workspaces"), lambda db, m, p: workspace_reads.workspaces(
+        db, str(_one(p, "name", "")), _one(p, "archived", None))),
+    (re.compile(r"/workspaces/(\d+)"), lambda db, m, p: workspace_reads.workspace(db, int(m[1]))),
+    (re.compile(r"/workspaces/(\d+)/projects"), lambda db, m, p: workspace_reads.projects(
+        db, int(m[1]), str(_one(p, "name", "")), _one(p, "archived", None))),
+    (re.compile(r"/projects"), lambda db, m, p: workspace_reads.projects(db)),
+    (re.compile(r"/projects/(\d+)"), lambda db, m, p: workspace_reads.project(db, int(m[1]))),
+    (re.compile(r"/projects/(\d+)/experiments"), lambda db, m, p: workspace_reads.project_experiments(db, int(m[1]))),
 ]
 
 

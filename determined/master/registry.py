@@ -100,15 +100,17 @@ def get_model(s: Session, name: str) -> Model:
 
 def create_model(s: Session, name: str, body: Any, owner: Optional[auth.Principal] = None) -> Model:
     """A new model owned by `owner` (a user; None: nobody but admins may change it); 409 when the name is taken."""
-    fields = check_body(body, ("description", "metadata"), "model")
+    fields = check_body(body, ("description", "metadata", "workspace_id"), "model")
     name = check_name(name)
     description = check_description("" if fields.get("description") is None else fields["description"])
     metadata = check_metadata({} if fields.get("metadata") is None else fields["metadata"])
+    workspace_id = _workspace_for_model(s, fields.get("workspace_id"))
     if s.scalars(select(Model.id).where(Model.name == name)).first() is not None:
         raise RequestProblem(409, f"model {name!r} already exists; choose another name, or change it with PATCH /models/{name}")
     now = utcnow()
     model = Model(name=name, description=description, metadata_=metadata, creation_time=now, last_updated_time=now,
-                  owner=owner.username if owner is not None else "", owner_id=owner.user_id if owner is not None else None)
+                  owner=owner.username if owner is not None else "", owner_id=owner.user_id if owner is not None else None,
+                  workspace_id=workspace_id)
     s.add(model)
     s.flush()
     return model
@@ -117,12 +119,14 @@ def create_model(s: Session, name: str, body: Any, owner: Optional[auth.Principa
 def update_model(s: Session, name: str, body: Any, principal: auth.Principal) -> Model:
     """Replace the description and/or the whole metadata object of a model (its owner or an admin); an admin may
     also hand it to another user (`owner`)."""
-    fields = check_body(body, ("description", "metadata", "owner"), "model update")
+    fields = check_body(body, ("description", "metadata", "owner", "workspace_id"), "model update")
     model = get_model(s, name)
     auth.check_model_owner(principal, model)
     description = check_description(fields["description"]) if "description" in fields else None
     metadata = check_metadata(fields["metadata"]) if "metadata" in fields else None
     new_owner = _new_owner(s, principal, fields["owner"]) if "owner" in fields else None
+    if "workspace_id" in fields:  # a move (`det model move`, Model.move_to_workspace)
+        model.workspace_id = _workspace_for_model(s, fields["workspace_id"])
     if description is not None:
         model.description = description
     if metadata is not None:
@@ -133,6 +137,21 @@ def update_model(s: Session, name: str, body: Any, principal: auth.Principal) ->
         model.last_updated_time = utcnow()
     s.flush()
     return model
+
+
+def _workspace_for_model(s: Session, workspace_id: Any) -> int:
+    """The workspace a model goes to (default: Uncategorized); an archived one takes no models."""
+    from determined.master import workspaces
+
+    if workspace_id is None:
+        return workspaces.DEFAULT_ID
+    if isinstance(workspace_id, bool) or not isinstance(workspace_id, int):
+        raise RequestProblem(400, "invalid model", [f"workspace_id: expected a workspace's id (an integer), got "
+                                                    f"{clip_repr(workspace_id, 60)}"])
+    ws = workspaces.get_workspace(s, workspace_id)
+    if ws.archived:
+        raise RequestProblem(400, f"workspace {ws.name!r} is archived and takes no models; unarchive it first")
+    return ws.id
 
 
 def _new_owner(s: Session, principal: auth.Principal, username: Any) -> User:

@@ -40,6 +40,22 @@ def searched_hparams(config: Dict[str, Any]) -> List[Dict[str, Any]]:
             for path, spec in leaves if spec.get("type") != "const"]
 
 
+def project_of(db: Any, project_id: Optional[int]) -> Dict[str, Any]:
+    """`{"project_id", "project", "workspace_id", "workspace"}` of a project id (NULL: the default project, 1)."""
+    pid = project_id or 1
+    row = reader_of(db).remembered(("project", pid), "SELECT p.name, p.workspace_id, w.name AS workspace_name FROM "
+                                   "projects p JOIN workspaces w ON w.id = p.workspace_id WHERE p.id = :p", p=pid)
+    return {"project_id": pid, "project": row.name if row is not None else "",
+            "workspace_id": row.workspace_id if row is not None else None,
+            "workspace": row.workspace_name if row is not None else ""}
+
+
+def workspace_name(db: Any, workspace_id: Optional[int]) -> str:
+    wid = workspace_id or 1
+    row = reader_of(db).remembered(("workspace", wid), "SELECT name FROM workspaces WHERE id = :w", w=wid)
+    return row.name if row is not None else ""
+
+
 def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str, Any]:
     config = redaction.experiment_config(exp.config)  # secrets are for the trial's own context only
     if num_trials is None:
@@ -49,8 +65,7 @@ def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str,
         "state": exp.state,
         "name": config.get("name") or config.get("description") or "",
         "description": config.get("description") or "",
-        "workspace": config.get("workspace") or "",
-        "project": config.get("project") or "",
+        **project_of(db, exp.project_id),  # where it is now (moves do not change its config)
         "searched_hparams": searched_hparams(config),
         "labels": list(config.get("labels") or []),
         "config": config,
@@ -152,6 +167,8 @@ def model(db: Any, m: Any) -> Dict[str, Any]:
         "last_updated_time": timestamp(m.last_updated_time),
         "num_versions": int(num_versions),
         "owner": m.owner,
+        "workspace_id": m.workspace_id or 1,
+        "workspace": workspace_name(db, m.workspace_id),
     }
 
 

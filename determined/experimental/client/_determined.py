@@ -6,6 +6,7 @@ from determined.experimental.client._common import UsageError, json_object, open
 from determined.experimental.client._experiment import ExperimentReference
 from determined.experimental.client._model import Model, ModelOrderBy, ModelSortBy, order_by_param, sort_by_param
 from determined.experimental.client._trial import TrialReference
+from determined.experimental.client._workspace import WorkspaceMethods
 from determined.experimental import _connect
 
 
@@ -15,7 +16,7 @@ def _check_id(value: Any, what: str) -> int:
     return value
 
 
-class Determined:
+class Determined(WorkspaceMethods):
     """Determined gives access to Determined API objects.
 
     The master is `master`, else $DET_MASTER, else $DET_MASTER_ADDR; with none set, the master running on

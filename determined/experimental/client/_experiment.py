@@ -21,6 +21,15 @@ class ExperimentReference(MasterBound):
     def __repr__(self) -> str:
         return f"ExperimentReference(id={self.id})"
 
+    def move_to_project(self, workspace_name: str, project_name: str) -> None:
+        """Move the experiment to the project `project_name` of workspace `workspace_name` (its owner or an admin;
+        not into an archived one); sets `project_id` and `workspace_id`."""
+        from determined.experimental.client._workspace import Workspace
+
+        project = Workspace(self._session, workspace_name=workspace_name).get_project(project_name)
+        self._session.post(f"/experiments/{self.id}/move", {"project_id": project.id})
+        self.project_id, self.workspace_id = project.id, project.workspace_id
+
     def _config(self) -> Dict[str, Any]:
         return self._session.get(f"/experiments/{self.id}")["experiment"]["config"]
 

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import Response
 
 from determined.config.storage import with_gc_policy
-from determined.master import actions, auth, gc, reads, registry, serialize, states
+from determined.master import actions, auth, gc, reads, registry, serialize, states, workspaces
 from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
 from determined.master.experiment import get_experiment
@@ -38,9 +38,11 @@ def create_experiment(request: Request, body: Dict[str, Any] = Body(...)) -> Dic
                 f"{total} slot(s); lower slots_per_trial (CPU slots can be raised with DET_CPU_SLOTS)"])
         principal = auth.principal_of(request)
         with master.write() as s:
+            project = workspaces.project_for_new_experiment(s, config, body.get("project_id"))
             exp = actions.create_experiment(s, config, model_def, activate=bool(body.get("activate", True)),
                                             owner=principal.username)
             exp.owner_id = principal.user_id
+            exp.project_id = project.id
             s.flush()
             answer = serialize.experiment(s, exp)
     return {"experiment": answer}

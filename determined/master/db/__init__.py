@@ -8,6 +8,7 @@ from determined.master.db.models import (
     GroupMetrics,
     Model,
     ModelVersion,
+    Project,
     SearcherEvent,
     SearcherOperation,
     TrainingMetrics,
@@ -15,6 +16,7 @@ from determined.master.db.models import (
     TrialLog,
     User,
     ValidationMetrics,
+    Workspace,
     utcnow,
 )
 
@@ -26,6 +28,7 @@ __all__ = [
     "GroupMetrics",
     "Model",
     "ModelVersion",
+    "Project",
     "SearcherEvent",
     "SearcherOperation",
     "TrainingMetrics",
@@ -33,6 +36,7 @@ __all__ = [
     "TrialLog",
     "User",
     "ValidationMetrics",
+    "Workspace",
     "default_db_url",
     "make_engine",
     "upgrade",

@@ -35,6 +35,8 @@ class Experiment(Base):
     end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
     # True once checkpoint GC has run for the experiment's end; NULL/False while it is due (or not yet ended).
     checkpoint_gc_done: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
+    # the project it belongs to (migration 0008 put older experiments into the default project, id 1)
+    project_id: Mapped[Optional[int]] = mapped_column(ForeignKey("projects.id"), nullable=True, index=True, default=1)
 
 
 class Trial(Base):
@@ -172,6 +174,9 @@ class Model(Base):
     # who may change it besides admins (migration 0005 gave older models to the admin)
     owner: Mapped[str] = mapped_column(String(128), default="")
     owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
+    # the workspace it belongs to (migration 0008 put older models into the default workspace, id 1)
+    workspace_id: Mapped[Optional[int]] = mapped_column(ForeignKey("workspaces.id"), nullable=True, index=True,
+                                                        default=1)
 
 
 class ModelVersion(Base):
@@ -211,3 +216,35 @@ class AuthToken(Base):
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     expires_at: Mapped[datetime.datetime] = mapped_column(DateTime)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Workspace(Base):
+    """A named group of projects (and of models); id 1, "Uncategorized", is the immutable default."""
+
+    __tablename__ = "workspaces"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), unique=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    immutable: Mapped[bool] = mapped_column(Boolean, default=False)
+    owner: Mapped[str] = mapped_column(String(128), default="")
+    owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Project(Base):
+    """A named group of experiments inside a workspace (names unique per workspace); id 1 is the default."""
+
+    __tablename__ = "projects"
+    __table_args__ = (UniqueConstraint("workspace_id", "name", name="uq_projects_workspace_id_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    name: Mapped[str] = mapped_column(String(256))
+    description: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    immutable: Mapped[bool] = mapped_column(Boolean, default=False)
+    owner: Mapped[str] = mapped_column(String(128), default="")
+    owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -57,6 +57,11 @@ def model_page(request: Request, name: str) -> HTMLResponse:
     return _page(request, "model.html", f"Model {name}", modelName=name)
 
 
+@router.get("/workspaces", response_class=HTMLResponse)
+def workspaces_page(request: Request) -> HTMLResponse:
+    return _page(request, "workspaces.html", "Workspaces")
+
+
 @router.get("/cluster", response_class=HTMLResponse)
 def cluster_page(request: Request) -> HTMLResponse:
     return _page(request, "cluster.html", "Cluster")

@@ -539,7 +539,8 @@ const det = (() => {
   }
 
   function markNav() {
-    const page = location.pathname.startsWith("/models") ? "models" : location.pathname.startsWith("/cluster") ? "cluster" : "experiments";
+    const page = location.pathname.startsWith("/models") ? "models" : location.pathname.startsWith("/cluster") ? "cluster"
+      : location.pathname.startsWith("/workspaces") ? "workspaces" : "experiments";
     document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("current", a.dataset.nav === page));
   }
   document.addEventListener("DOMContentLoaded", markNav);

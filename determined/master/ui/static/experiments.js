@@ -7,6 +7,7 @@
   const filter = document.getElementById("filter");
   const stateFilter = document.getElementById("state-filter");
   const count = document.getElementById("count");
+  const projectFilter = document.getElementById("project-filter");
   const TERMINAL = ["COMPLETED", "CANCELED", "ERROR"];
   let experiments = [];
 
@@ -21,6 +22,8 @@
     { key: "best", label: "Best metric", value: (e) => e.best_validation,
       cell: (e) => e.best_validation === null ? "" : `${e.searcher_metric} ${det.fmtNum(e.best_validation)}` },
     { key: "trials", label: "Trials", value: (e) => e.num_trials, numeric: true },
+    { key: "project", label: "Project", optional: true, value: (e) => `${e.workspace} / ${e.project}`,
+      cell: (e) => el("a", { href: "/?project=" + e.project_id }, `${e.workspace} / ${e.project}`) },
     { key: "owner", label: "Owner", optional: true, value: (e) => e.owner },
     { key: "start", label: "Started", optional: true, value: (e) => e.start_time, cell: (e) => det.fmtTime(e.start_time) },
     { key: "duration", label: "Duration", value: (e) => new Date(e.end_time || Date.now()) - new Date(e.start_time),
@@ -30,6 +33,7 @@
   ];
 
   function matches(e) {
+    if (projectFilter.value && String(e.project_id) !== projectFilter.value) return false;
     const wanted = stateFilter.value;
     if (wanted === "active" && TERMINAL.includes(e.state)) return false;
     if (wanted && wanted !== "active" && e.state !== wanted) return false;
@@ -48,6 +52,21 @@
 
   filter.addEventListener("input", render);
   stateFilter.addEventListener("change", render);
+  // The project filter: every project as "workspace / project"; `?project=ID` preselects one (workspace pages link here).
+  projectFilter.addEventListener("change", () => {
+    const url = new URL(location.href);
+    if (projectFilter.value) url.searchParams.set("project", projectFilter.value); else url.searchParams.delete("project");
+    history.replaceState(null, "", url);
+    render();
+  });
+  const wantedProject = new URLSearchParams(location.search).get("project") || "";
+  det.ready().then(async () => {
+    const projects = (await det.api("/projects")).projects;
+    det.fill(projectFilter, el("option", { value: "" }, "All projects"),
+      projects.map((p) => el("option", { value: String(p.id) }, `${p.workspace_name} / ${p.name}${p.archived ? " (archived)" : ""}`)));
+    projectFilter.value = projects.some((p) => String(p.id) === wantedProject) ? wantedProject : "";
+    render();
+  }).catch(() => {});
   det.ready().then(() => det.poll(async () => {
     experiments = (await det.api("/experiments")).experiments;
     render();
