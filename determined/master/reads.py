@@ -20,7 +20,7 @@ from determined.master.dbread import (
 )
 from determined.master.problems import RequestProblem, not_found
 
-CHECKPOINT_STATES = ("ACTIVE", "COMPLETED", "ERROR", "DELETED")
+CHECKPOINT_STATES = ("ACTIVE", "COMPLETED", "ERROR", "DELETED", "PARTIALLY_DELETED")
 ORDERS = {"asc": "asc", "ascending": "asc", "desc": "desc", "descending": "desc"}
 MODEL_SORT_COLUMNS = ("name", "description", "creation_time", "last_updated_time")
 LOG_PAGE_LIMIT = 10000

@@ -53,6 +53,7 @@ def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str,
         "project": config.get("project") or "",
         "searched_hparams": searched_hparams(config),
         "labels": list(config.get("labels") or []),
+        "notes": exp.notes or "",
         "config": config,
         "owner": exp.owner,
         "archived": bool(exp.archived),
@@ -152,6 +153,9 @@ def model(db: Any, m: Any) -> Dict[str, Any]:
         "last_updated_time": timestamp(m.last_updated_time),
         "num_versions": int(num_versions),
         "owner": m.owner,
+        "id": m.id,
+        "labels": list(m.labels or []),
+        "archived": bool(m.archived),
     }
 
 
@@ -162,6 +166,11 @@ def model_version(db: Any, m: Any, v: Any) -> Dict[str, Any]:
     return {
         "version": v.version,
         "model_name": m.name,
+        "model_id": m.id,
+        "name": v.name or "",
+        "comment": v.comment or "",
+        "notes": v.notes or "",
+        "metadata": v.metadata_ or {},
         "creation_time": timestamp(v.creation_time),
         "checkpoint": checkpoint(q, ckpt),
     }

@@ -35,6 +35,7 @@ class Experiment(Base):
     end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
     # True once checkpoint GC has run for the experiment's end; NULL/False while it is due (or not yet ended).
     checkpoint_gc_done: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
+    notes: Mapped[Optional[str]] = mapped_column(Text, nullable=True)  # the SDK's set_notes (0.38)
 
 
 class Trial(Base):
@@ -172,6 +173,8 @@ class Model(Base):
     # who may change it besides admins (migration 0005 gave older models to the admin)
     owner: Mapped[str] = mapped_column(String(128), default="")
     owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
+    labels: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)  # 0.38: a list of strings
+    archived: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
 
 
 class ModelVersion(Base):
@@ -185,6 +188,24 @@ class ModelVersion(Base):
     version: Mapped[int] = mapped_column(Integer)
     checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid"), index=True)
     creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    name: Mapped[Optional[str]] = mapped_column(String(256), nullable=True)  # 0.38's set_name, comment, set_notes
+    comment: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    notes: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    metadata_: Mapped[Optional[Any]] = mapped_column("metadata", JSON, nullable=True)
+
+
+class ConfigTemplate(Base):
+    """A named config template (`det template`): merged under the config of an experiment created with it."""
+
+    __tablename__ = "config_templates"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), unique=True)
+    config: Mapped[Any] = mapped_column(JSON)
+    owner: Mapped[str] = mapped_column(String(128), default="")
+    owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
+    creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    last_updated_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
 
 
 class User(Base):
