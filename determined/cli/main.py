@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from determined.cli import checkpoint, experiment, master, model, preview, tensorboard, trial, user
+    from determined.cli import checkpoint, deploy, experiment, master, model, preview, template, tensorboard, trial, user
 
     parser = _Parser(prog="det", description="Train Determined Trials: experiments, trials, checkpoints.")
     parser.add_argument("-m", "--master", default=None,
@@ -52,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     master.add_parser(sub)
     user.add_parser(sub)
     tensorboard.add_parser(sub)
+    template.add_parser(sub)
+    deploy.add_parser(sub)
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda args: print(f"det {determined.__version__}") or 0)
     return parser
