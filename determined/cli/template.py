@@ -51,7 +51,7 @@ def list_templates(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(templates)
         return 0
-    rows = [[t["name"], t["owner"]] + ([yaml.safe_dump(t["config"], sort_keys=False).strip()] if args.details else [])
+    rows = [[t["name"], t["owner"]] + ([yaml.safe_dump(t["config"], sort_keys=False, default_flow_style=True, width=10**6).strip()] if args.details else [])
             for t in templates]
     _render.table(["Name", "Owner"] + (["Config"] if args.details else []), rows,
                   empty="No templates yet. Create one with: det template create NAME FILE")
