@@ -86,6 +86,19 @@ def logs(args: argparse.Namespace) -> int:
     return print_logs(session, min(t["id"] for t in desc["trials"]), args)
 
 
+def continue_(args: argparse.Namespace) -> int:
+    """Continue an ended experiment: its trials that did not complete (a single-searcher experiment's trial, with
+    the config changes given) train on from their latest checkpoint."""
+    from determined.cli.experiment import _load_raw
+    from determined.config.overrides import apply_overrides
+    from determined.experimental import _run
+
+    override = apply_overrides(_load_raw(args.config_file) if args.config_file else {}, args.config or [])
+    desc = _run.continue_experiment(args.experiment_id, override, master=args.master,
+                                    follow_first_trial=args.follow_first_trial)
+    return _run.exit_code_for(desc)
+
+
 def add_parsers(s: argparse._SubParsersAction, sets: argparse._SubParsersAction) -> None:
     """Add the commands to `det experiment` (`s`) and its `set` subcommand (`sets`)."""
     from determined.cli.trial import add_log_arguments
@@ -118,6 +131,14 @@ def add_parsers(s: argparse._SubParsersAction, sets: argparse._SubParsersAction)
     d.add_argument("experiment_id", type=int)
     d.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     d.set_defaults(func=delete)
+
+    co = s.add_parser("continue", help="continue an ended experiment from its trials' latest checkpoints")
+    co.add_argument("experiment_id", type=int)
+    co.add_argument("--config-file", default=None, metavar="FILE", help="config fields to change (single searcher)")
+    co.add_argument("--config", action="append", default=None, metavar="KEY=VALUE",
+                    help="change a config field, e.g. --config searcher.max_length.batches=200 (repeatable)")
+    co.add_argument("-f", "--follow-first-trial", action="store_true", help="print the first trial's logs as it runs")
+    co.set_defaults(func=continue_)
 
     lg = s.add_parser("logs", help="print the logs of an experiment's first trial")
     lg.add_argument("experiment_id", type=int)

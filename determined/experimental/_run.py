@@ -291,6 +291,28 @@ def activate_experiment(
     return _run_in_foreground(console, activate, show_progress)
 
 
+def continue_experiment(experiment_id: int, override: Dict[str, Any], *, master: Optional[str] = None,
+                        follow_first_trial: bool = False, console: Optional[Console] = None) -> Dict[str, Any]:
+    """Continue an ended experiment (`override` merged into its config); with no running master, run it in the
+    foreground until it ends or is paused; with one, follow it (its progress, or its first trial's logs)."""
+    console = console or _follow.make_console()
+    body = {"override_config": override} if override else {}
+    url = _connect.configured_master(master)
+    if url:
+        session = Session(url)
+        session.post(f"/experiments/{experiment_id}/continue", body)
+        console.print(f"Continued experiment {experiment_id}")
+        desc = _follow_with_pause(session, experiment_id, console, True, follow_first_trial)
+        return _finish(session, desc, console, True)
+
+    def begin(session: Session) -> int:
+        session.post(f"/experiments/{experiment_id}/continue", body)
+        console.print(f"Continued experiment {experiment_id}")
+        return experiment_id
+
+    return _run_in_foreground(console, begin, True, follow_first_trial)
+
+
 def exit_code_for(desc: Dict[str, Any]) -> int:
     state = desc["experiment"]["state"]
     return 0 if state in ("COMPLETED", "PAUSED") else 1

@@ -1,12 +1,12 @@
 """What the 0.38 SDK and CLI change on a stored experiment: its name, description, labels, notes, scheduling
-settings (`det e set ...`), and deleting an ended experiment with everything it stored."""
+settings (`det e set ...`); deleting an ended experiment with everything it stored; continuing an ended one."""
 import logging
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from determined.master import auth, gc, names, registry, states
+from determined.master import auth, gc, names, registry, states, trial_notes
 from determined.master.db import (Checkpoint, Experiment, GroupMetrics, SearcherEvent, SearcherOperation,
                                   TrainingMetrics, Trial, TrialLog, ValidationMetrics)
 from determined.master.experiment import get_experiment
@@ -102,3 +102,64 @@ def _refuse_registered(s: Session, experiment_id: int) -> None:
     if registered:
         raise RequestProblem(400, f"experiment {experiment_id} has checkpoints in the model registry "
                                   f"({', '.join(sorted(registered))}); delete those model versions first")
+
+
+CONTINUABLE = ("single", "random", "grid")
+
+
+def continue_experiment(s: Session, experiment_id: int, override: Any, data_dir: str) -> Experiment:
+    """Continue an ended experiment (Determined 0.38's `det e continue`): its trials that have not COMPLETED (a
+    `single` experiment's one trial, whatever its state) train on from their latest checkpoint to the searcher's
+    max_length, restart counts reset. `override` (a `single` experiment only) is merged into the config first,
+    e.g. a longer `searcher.max_length`; it may not change the searcher's name, the workspace or the project."""
+    from determined import searcher as searchers
+    from determined.config.overrides import merge_template
+    from determined.master.actions import canonical_config
+    from determined.master.experiment import rollback_to_checkpoint, trials_of
+    from determined.master.lengths import to_batches
+
+    exp = get_experiment(s, experiment_id)
+    if exp.state not in states.EXPERIMENT_TERMINAL:
+        raise RequestProblem(400, f"experiment {exp.id} is {exp.state}; only an ended experiment (COMPLETED, CANCELED, "
+                                  "ERROR) can be continued: wait for it, or activate it if it is PAUSED")
+    name = exp.config["searcher"]["name"]
+    if name not in CONTINUABLE:
+        raise RequestProblem(400, f"experiment {exp.id} uses the {name} searcher; only {', '.join(CONTINUABLE)} "
+                                  "experiments can be continued")
+    config = exp.config
+    if override:
+        if not isinstance(override, dict):
+            raise RequestProblem(400, "invalid continue", ["override_config: expected a mapping of config fields"])
+        if name != "single":
+            raise RequestProblem(400, f"experiment {exp.id} uses the {name} searcher: its config can be changed on "
+                                      "continue only for the single searcher")
+        touched = sorted({"workspace", "project"} & set(override))
+        if touched or (override.get("searcher") or {}).get("name", name) != name:
+            raise RequestProblem(400, "invalid continue", [f"{k}: cannot be changed when continuing"
+                                                           for k in touched or ["searcher.name"]])
+        config = canonical_config(merge_template(override, config), data_dir)
+    method = searchers.make_search_method(config["searcher"])
+    trials = trials_of(s, exp.id)
+    todo = []
+    for trial in trials if name == "single" else [t for t in trials if t.state != states.COMPLETED]:
+        length = to_batches(method.unit, method.max_length, trial.hparams, config)
+        rollback_to_checkpoint(s, exp, trial)
+        if trial.total_batches < length:
+            todo.append((trial, length))
+    if not todo:
+        raise RequestProblem(400, f"experiment {exp.id} has nothing to continue: its trials completed their "
+                                  "max_length" + (" (raise searcher.max_length with --config)" if name == "single"
+                                                  else ""))
+    exp.config = config
+    for trial, length in todo:
+        s.execute(delete(SearcherOperation).where(SearcherOperation.trial_id == trial.id,
+                                                  SearcherOperation.completed.is_(False)))
+        s.add(SearcherOperation(trial_id=trial.id, length=method.max_length, length_batches=length, completed=False))
+        trial.state, trial.restarts, trial.close_requested = states.ACTIVE, 0, True
+        trial.end_time, trial.early_exit_reason, trial.preempt_requested = None, None, False
+        trial_notes.note(s, trial.id, f"experiment continued: the trial trains from batch {trial.total_batches} "
+                                      f"to {length}")
+    exp.state, exp.end_time, exp.checkpoint_gc_done = states.ACTIVE, None, False
+    exp.searcher_shutdown, exp.searcher_failure = True, False  # the trials' own ops end it: no new trials
+    s.flush()
+    return exp

@@ -26,13 +26,21 @@ SCRIPT = '''
 import determined as det
 
 with det.core.init() as core:
-    n = det.get_cluster_info().trial.hparams["n"]
+    info = det.get_cluster_info()
+    n = info.trial.hparams["n"]
+    length = info.trial._config["searcher"]["max_length"]["batches"]
+    start = 0
+    if info.latest_checkpoint:
+        with core.checkpoint.restore_path(info.latest_checkpoint) as path:
+            start = int((path / "steps").read_text())
     print(f"hello from the trial, n={n}", flush=True)
-    for step in (1, 2):
+    print(f"training batches {start + 1} to {length}", flush=True)
+    for step in range(start + 1, length + 1):
         core.train.report_training_metrics(steps_completed=step, metrics={"loss": n / step})
-    core.train.report_validation_metrics(steps_completed=2, metrics={"loss": n / 2})
-    core.train.report_metrics("extra", steps_completed=2, metrics={"score": n})
-    with core.checkpoint.store_path({"steps_completed": 2}) as (path, uuid):
+    core.train.report_validation_metrics(steps_completed=length, metrics={"loss": n / length})
+    core.train.report_metrics("extra", steps_completed=length, metrics={"score": n})
+    with core.checkpoint.store_path({"steps_completed": length}) as (path, uuid):
+        (path / "steps").write_text(str(length))
         (path / "weights.txt").write_text(f"n={n}")
         (path / "optimizer.bin").write_bytes(b"x" * 10)
 '''
@@ -286,6 +294,14 @@ def test_create_change_and_delete(lab: Lab) -> None:
     assert exp.config["hyperparameters"]["k"] == {"type": "const", "val": 2}, "merged under the template"
     assert exp.config["hyperparameters"]["n"] == {"type": "const", "val": 1}, "the config's value wins"
     assert exp.labels == ["from-template"]
+    if lab.mode == "server":  # `det e continue`: the trial trains on from its checkpoint to the new max_length
+        det("e", "continue", str(exp.id), "--config", "searcher.max_length.batches=3", check=True)
+        exp.reload()
+        assert exp.state == "COMPLETED" and exp.config["searcher"]["max_length"] == {"batches": 3}
+        trial = exp.list_trials()[0]
+        assert [m.steps_completed for m in trial.iter_metrics("training")] == [1, 2, 3]
+        assert any("training batches 3 to 3" in line for line in trial.iter_logs())
+    cli_fails(det("e", "continue", str(exp.id)), "nothing to continue", "max_length")
 
     exp.set_name("renamed")
     exp.set_description("what it is")
@@ -309,7 +325,7 @@ def test_create_change_and_delete(lab: Lab) -> None:
     model.delete()
     ckpt.remove_files(["*.bin"])
     assert ckpt.state == client.CheckpointState.PARTIALLY_DELETED and "optimizer.bin" not in ckpt.resources
-    assert sorted(os.listdir(ckpt.download("partial"))) == ["code", "metadata.json", "weights.txt"]
+    assert sorted(os.listdir(ckpt.download("partial"))) == ["code", "metadata.json", "steps", "weights.txt"]
     ckpt.delete()
     assert d.get_checkpoint(ckpt.uuid).state == "DELETED"
     exp.delete()

@@ -161,6 +161,23 @@ def patch_experiment(request: Request, experiment_id: int, body: Any = Body(None
             return {"experiment": serialize.experiment(s, get_experiment(s, experiment_id)), "deleted": deleted}
 
 
+@router.post("/experiments/{experiment_id}/continue", dependencies=[Depends(auth.experiment_owner_only)])
+def continue_experiment(request: Request, experiment_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+    """Continue an ended single/random/grid experiment (`{"override_config": {...}}`, single only): its trials
+    that did not complete train on from their latest checkpoint."""
+    master = master_of(request)
+    with problems_as_http():
+        fields = registry.check_body(body, ("override_config",), "continue")
+        with master.write() as s:
+            exp = experiment_edits.continue_experiment(s, experiment_id, fields.get("override_config"),
+                                                       str(master.data_dir))
+            storage = master.storage_problems(exp.config.get("checkpoint_storage"))
+            if storage:
+                raise RequestProblem(400, "checkpoint storage outside this master's storage roots", storage)
+            s.flush()
+            return {"experiment": serialize.experiment(s, exp)}
+
+
 @router.delete("/experiments/{experiment_id}", dependencies=[Depends(auth.experiment_owner_only)])
 def delete_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
     """Delete an ended experiment, its checkpoints' files and everything it stored (refused while a checkpoint of
