@@ -27,30 +27,22 @@ def _data_dir(args: argparse.Namespace) -> pathlib.Path:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from determined.master.embedded import _pid_alive
+
+    return _pid_alive(pid)
 
 
 def _read(path: pathlib.Path) -> Optional[Dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
+    from determined.master.embedded import _read_lock
+
+    data = _read_lock(path)
+    return data if data is not None and isinstance(data.get("pid"), int) else None
 
 
 def _answers(url: str) -> bool:
-    import httpx
+    from determined.master.embedded import _answers as answers
 
-    try:
-        return httpx.get(url + "/api/v1/master/info", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return answers(url)
 
 
 def cluster_up(args: argparse.Namespace) -> int:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined import errors
 from determined.experimental.client._common import MasterBound, UsageError, json_object, string_list
-from determined.experimental.client._enums import CheckpointState, DownloadMode, member, state_of
+from determined.experimental.client._enums import CheckpointState, DownloadMode, state_of
+from determined.experimental.client._enums import member as enum_member
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
@@ -185,7 +186,7 @@ class Checkpoint(MasterBound):
         checkpoint storage from this machine, MASTER has the master stream the files, AUTO (default) DIRECT when
         the storage's settings are known here (no hidden secrets) and readable, else MASTER.
         """
-        mode = member(DownloadMode, mode, "mode")
+        mode = enum_member(DownloadMode, mode, "mode")
         local = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
         if (local / METADATA_FILE).exists():
             return str(local)
