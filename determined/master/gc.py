@@ -170,10 +170,11 @@ def delete_stored(master: "Master", experiment_id: int, storage_config: Optional
                 if (row is None or row.state not in (states.COMPLETED, PARTIALLY_DELETED)
                         or registry.registered_uuids(s, [uuid]) or warm_start_sources_in_use(s, [uuid])):
                     continue
+                state = row.state
             try:
                 storage.delete(uuid)
             except Exception as e:
-                fail(f"could not delete checkpoint {uuid} from storage ({e}); it stays {row.state}")
+                fail(f"could not delete checkpoint {uuid} from storage ({e}); it stays {state}")
                 continue
             with master.write() as s:
                 row = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).one()

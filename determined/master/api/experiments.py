@@ -156,7 +156,8 @@ def patch_experiment(request: Request, experiment_id: int, body: Any = Body(None
                 exp.config = {**exp.config,
                               "checkpoint_storage": with_gc_policy(exp.config.get("checkpoint_storage") or {}, **policy)}
             terminal = exp.state in states.EXPERIMENT_TERMINAL
-        deleted = gc.run_gc(master, experiment_id) if terminal and policy else []
+        settings_only = bool(set(fields) - {"checkpoint_storage"})  # a rename or new labels collects nothing
+        deleted = gc.run_gc(master, experiment_id) if terminal and not settings_only else []
         with master.read() as s:
             return {"experiment": serialize.experiment(s, get_experiment(s, experiment_id)), "deleted": deleted}
 
