@@ -213,6 +213,13 @@ def test_experiment_trial_checkpoint_and_metrics(lab: Lab) -> None:
     same_ckpt.reload()
     assert same_ckpt.resources == ckpt.resources
 
+    exp.archive()
+    assert exp.archived and d.get_experiment(exp.id).archived
+    exp.unarchive()
+    assert not exp.archived
+    exp.cancel()  # an ended experiment stays as it ended
+    assert exp.state == client.ExperimentState.COMPLETED
+
     archive = exp.download_code("code")
     with tarfile.open(archive) as tar:
         assert "train.py" in [pathlib.Path(n).name for n in tar.getnames()]
@@ -252,9 +259,12 @@ def test_registry_of_0_38_and_the_0_13_face(lab: Lab) -> None:
         old_face.get_version(-1)
 
     model.set_description("second")
+    model.set_labels(["tiny"])
     model.archive()
     model.reload()
-    assert (model.description, model.archived) == ("second", True)
+    assert (model.description, model.archived, model.labels) == ("second", True, ["tiny"])
+    model.unarchive()
+    assert not model.archived and name in [m.name for m in d.get_models(name=name)]
     latest.delete()
     assert model.get_version() is None
     model.delete()
@@ -272,6 +282,11 @@ def test_users(lab: Lab) -> None:
     assert admin.whoami().username == "admin" == admin.get_session_username()
     with pytest.raises(errors.APIError, match="already exists"):
         admin.create_user(name, password="pw-2")
+    user.deactivate()
+    assert name in [u.username for u in admin.list_users(active=False)] and not admin.get_user_by_name(name).active
+    user.activate()
+    user.reload()
+    assert user.active
     client.login(user=name, password="pw-1")
     assert client.whoami().username == name
     with pytest.raises(ValueError, match="once"):
