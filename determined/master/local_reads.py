@@ -64,6 +64,8 @@ _ROUTES: List[Tuple["re.Pattern[str]", Handler]] = [
         db, str(_one(p, "sort_by", "name")), str(_one(p, "order_by", "asc")), str(_one(p, "name", "")),
         str(_one(p, "description", "")))),
     (re.compile(r"/models/([^/]+)"), lambda db, m, p: reads.model(db, m[1])),
+    (re.compile(r"/templates"), lambda db, m, p: reads.templates(db)),
+    (re.compile(r"/templates/([^/]+)"), lambda db, m, p: reads.template(db, m[1])),
 ]
 
 

@@ -176,6 +176,11 @@ def model_version(db: Any, m: Any, v: Any) -> Dict[str, Any]:
     }
 
 
+def template(t: Any) -> Dict[str, Any]:
+    """A config template (secrets of its config hidden, as an experiment's)."""
+    return {"name": t.name, "config": redaction.experiment_config(t.config), "owner": t.owner}
+
+
 def training_metrics(rows: Sequence[Any]) -> List[Dict[str, Any]]:
     return [{"steps_completed": r.steps_completed, "metrics": r.metrics, "batch_metrics": r.batch_metrics,
              "end_time": timestamp(r.end_time)} for r in rows]
@@ -186,5 +191,5 @@ def validation_metrics(rows: Sequence[Any]) -> List[Dict[str, Any]]:
     return [{"steps_completed": r.steps_completed, "metrics": r.metrics, "end_time": timestamp(r.end_time)} for r in rows]
 
 
-__all__ = ["Row", "checkpoint", "experiment", "model", "model_version", "model_versions_of", "timestamp",
+__all__ = ["Row", "checkpoint", "experiment", "model", "model_version", "model_versions_of", "template", "timestamp",
            "training_metrics", "trial", "trial_counts", "trials", "validation_metrics"]

@@ -1,12 +1,13 @@
 """Config templates (`det template`): named partial experiment configs stored on the master and merged under the
 config of an experiment created with `--template NAME` (determined.config.overrides.merge_template)."""
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, Mapping
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from determined.master import auth, names, registry
+from determined.master import auth, names, reads, registry, serialize
 from determined.master.db import ConfigTemplate, utcnow
+from determined.master.dbread import reader_of
 from determined.master.problems import RequestProblem
 
 
@@ -31,14 +32,8 @@ def _check_config(value: Any) -> Dict[str, Any]:
 def get(s: Session, name: str) -> ConfigTemplate:
     row = s.scalars(select(ConfigTemplate).where(ConfigTemplate.name == name)).first()
     if row is None:
-        known = list(s.scalars(select(ConfigTemplate.name).order_by(ConfigTemplate.name).limit(20)))
-        raise RequestProblem(404, f"template {name!r} not found; " + (
-            f"the templates are: {', '.join(known)}" if known else "there are no templates (det template create)"))
-    return row
-
-
-def all_templates(s: Session) -> List[ConfigTemplate]:
-    return list(s.scalars(select(ConfigTemplate).order_by(ConfigTemplate.name)))
+        reads.template(reader_of(s), name)  # raises the 404 that names the templates there are
+    return row  # type: ignore[return-value]
 
 
 def create(s: Session, body: Any, principal: auth.Principal) -> ConfigTemplate:
@@ -72,9 +67,7 @@ def remove(s: Session, name: str, principal: auth.Principal) -> None:
 
 
 def to_json(row: ConfigTemplate) -> Dict[str, Any]:
-    from determined.config import redaction
-
-    return {"name": row.name, "config": redaction.experiment_config(row.config), "owner": row.owner}
+    return serialize.template(row)
 
 
 def merge_under(s: Session, name: Any, raw: Any) -> Dict[str, Any]:

@@ -301,11 +301,14 @@ def test_create_change_and_delete(lab: Lab) -> None:
     template = f"tpl-{lab.mode}"
     assert det("template", "create", template, str(_write(lab.root / f"{template}.yaml",
                                                              "labels: [from-template]\nhyperparameters:\n  n: 9\n  k: 2\n"))).returncode == 0
+    extra = _write(lab.root / f"extra-{lab.mode}.txt", "included")
     try:
-        exp = d.create_experiment(str(lab.config), str(lab.model_dir), template=template)
+        exp = d.create_experiment(str(lab.config), str(lab.model_dir), includes=[str(extra)], template=template)
         assert exp.wait(interval=0.2) == client.ExperimentState.COMPLETED
     finally:
         d.close()
+    with tarfile.open(exp.download_code()) as tar:
+        assert {"train.py", extra.name} <= {pathlib.Path(n).name for n in tar.getnames()}
     assert exp.config["hyperparameters"]["k"] == {"type": "const", "val": 2}, "merged under the template"
     assert exp.config["hyperparameters"]["n"] == {"type": "const", "val": 1}, "the config's value wins"
     assert exp.labels == ["from-template"]

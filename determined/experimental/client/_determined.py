@@ -140,9 +140,8 @@ class Determined:
             body["project_id"] = _check_id(project_id, "project_id")
         staging = _context_dir(model_dir, includes)
         try:
-            entrypoint = raw.get("entrypoint") if template is None else None
-            if entrypoint is not None and model_dir is not None and not includes:
-                det_context.check_entrypoint(staging, entrypoint)
+            if template is None:  # with a template, the master checks the merged config
+                det_context.check_entrypoint(staging, raw.get("entrypoint"))
             body["model_definition"] = det_context.pack_model_dir_b64(staging)
         finally:
             if staging != model_dir:

@@ -4,8 +4,9 @@ from typing import Any, Dict
 from fastapi import APIRouter, Body, Request
 from sqlalchemy.exc import IntegrityError
 
-from determined.master import auth, templates
+from determined.master import auth, reads, templates
 from determined.master.api._deps import http_error, master_of, problems_as_http
+from determined.master.dbread import reader_of
 from determined.master.problems import RequestProblem
 
 router = APIRouter()
@@ -14,7 +15,7 @@ router = APIRouter()
 @router.get("/templates")
 def list_templates(request: Request) -> Dict[str, Any]:
     with master_of(request).read() as s:
-        return {"templates": [templates.to_json(t) for t in templates.all_templates(s)]}
+        return reads.templates(reader_of(s))
 
 
 @router.post("/templates")
@@ -30,7 +31,7 @@ def create_template(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
 @router.get("/templates/{name}")
 def get_template(request: Request, name: str) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
-        return {"template": templates.to_json(templates.get(s, name))}
+        return reads.template(reader_of(s), name)
 
 
 @router.put("/templates/{name}")
