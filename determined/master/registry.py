@@ -117,7 +117,7 @@ def create_model(s: Session, name: str, body: Any, owner: Optional[auth.Principa
 def update_model(s: Session, name: str, body: Any, principal: auth.Principal) -> Model:
     """Replace the description and/or the whole metadata object of a model (its owner or an admin); an admin may
     also hand it to another user (`owner`)."""
-    fields = check_body(body, ("description", "metadata", "owner", "labels", "archived", "name"), "model update")
+    fields = check_body(body, ("description", "metadata", "owner", "labels", "archived"), "model update")
     model = get_model(s, name)
     auth.check_model_owner(principal, model)
     description = check_description(fields["description"]) if "description" in fields else None
@@ -132,11 +132,6 @@ def update_model(s: Session, name: str, body: Any, principal: auth.Principal) ->
         if not isinstance(fields["archived"], bool):
             raise RequestProblem(400, "invalid model update", ["archived: expected true or false"])
         model.archived = fields["archived"]
-    if "name" in fields and fields["name"] != model.name:
-        new_name = check_name(fields["name"])
-        if s.scalars(select(Model.id).where(Model.name == new_name)).first() is not None:
-            raise RequestProblem(409, f"model {new_name!r} already exists; choose another name")
-        model.name = new_name
     if description is not None:
         model.description = description
     if metadata is not None:
