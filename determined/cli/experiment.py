@@ -60,7 +60,7 @@ def create(args: argparse.Namespace) -> int:
     raw = apply_overrides(_load_raw(args.config_file), args.config or [])
     template = _template_config(args)
     _print_notes(merge_template(raw, template) if template is not None else raw)
-    if template is not None and (args.local and args.test_mode or args.test_mode):
+    if template is not None and args.test_mode:
         raw, template = merge_template(raw, template), None  # test mode changes the merged config
     if args.local and args.test_mode:
         return _local_test(raw, args.model_def)
