@@ -289,6 +289,12 @@ def test_users(lab: Lab) -> None:
     assert user.active
     client.login(user=name, password="pw-1")
     assert client.whoami().username == name
+    theirs = client.get_experiment(lab.experiment_id)  # owned by `determined`: another user may read, not change
+    for change in (theirs.delete, lambda: theirs.set_notes("mine now"), lambda: theirs.add_label("mine")):
+        with pytest.raises(errors.APIError, match="owned by"):
+            change()
+    theirs.reload()
+    assert theirs.state == "COMPLETED" and theirs.notes != "mine now" and "mine" not in theirs.labels
     with pytest.raises(ValueError, match="once"):
         client.login()
     client.logout()
