@@ -55,6 +55,46 @@ def download(args: argparse.Namespace) -> int:
     return 0
 
 
+def list_checkpoints(args: argparse.Namespace) -> int:
+    from determined.cli.experiment import list_checkpoints as list_experiment_checkpoints
+
+    return list_experiment_checkpoints(args)
+
+
+def _confirm_uuids(args: argparse.Namespace, what: str) -> bool:
+    from determined.cli.experiment import _confirm
+
+    return bool(args.yes) or _confirm(f"{what} of checkpoint(s) {', '.join(args.uuids)}? This cannot be undone.")
+
+
+def delete(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect
+
+    if not _confirm_uuids(args, "Delete the files"):
+        print("Aborted: nothing was changed.")
+        return 1
+    session = _connect.read_session(args.master)
+    for uuid in args.uuids:
+        c = session.delete(f"/checkpoints/{uuid}")["checkpoint"]
+        print(f"Checkpoint {c['uuid']} is {c['state']}")
+    return 0
+
+
+def remove_files(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect
+
+    if not _confirm_uuids(args, f"Delete the files matching {', '.join(args.globs)}"):
+        print("Aborted: nothing was changed.")
+        return 1
+    session = _connect.read_session(args.master)
+    for uuid in args.uuids:
+        answer = session.post(f"/checkpoints/{uuid}/remove_files", {"globs": args.globs})
+        removed = answer["removed"]
+        print(f"Checkpoint {uuid}: removed {len(removed)} file(s)" + (f" ({', '.join(removed)})" if removed else "")
+              + f"; it is {answer['state']}")
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("checkpoint", aliases=["c"], help="inspect and download checkpoints")
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
@@ -67,3 +107,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dl.add_argument("-o", "--output-dir", default=None, help="directory to download into (default: checkpoints/UUID)")
     dl.add_argument("-q", "--quiet", action="store_true", help="print only the local path")
     dl.set_defaults(func=download)
+    ls = s.add_parser("list", aliases=["ls"], help="list the checkpoints of an experiment")
+    ls.add_argument("experiment_id", type=int)
+    ls.add_argument("--best", type=int, default=None, metavar="N",
+                    help="only the N best checkpoints by the searcher metric, best first")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=list_checkpoints)
+    de = s.add_parser("delete", help="delete checkpoints' files (they stay listed, DELETED)")
+    de.add_argument("uuids", nargs="+", metavar="UUID")
+    de.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    de.set_defaults(func=delete)
+    rm = s.add_parser("rm", help="delete the files of checkpoints that match globs (PARTIALLY_DELETED)")
+    rm.add_argument("uuids", nargs="+", metavar="UUID")
+    rm.add_argument("--glob", dest="globs", action="append", required=True, metavar="GLOB",
+                    help="a pattern of paths in the checkpoint, e.g. '*.pt' (repeatable)")
+    rm.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    rm.set_defaults(func=remove_files)

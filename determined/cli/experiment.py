@@ -43,26 +43,42 @@ def _apply_cpu_slots(args: argparse.Namespace) -> None:
     os.environ["DET_CPU_SLOTS"] = str(args.cpu_slots)
 
 
+def _template_config(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
+    """The config of the template `--template` names, as the master stores it (for checking the merged config)."""
+    if not args.template:
+        return None
+    from determined.experimental import _connect
+
+    return _connect.read_session(args.master).get(f"/templates/{args.template}")["template"]["config"]
+
+
 def create(args: argparse.Namespace) -> int:
     from determined.cli import workspace
+    from determined.config.overrides import apply_overrides, merge_template
     from determined.experimental import _connect, _native, _run
 
     _apply_cpu_slots(args)
-    raw = workspace.project_target(args, _load_raw(args.config_file))
-    _print_notes(raw)
+    raw = workspace.project_target(args, apply_overrides(_load_raw(args.config_file), args.config or []))
+    template = _template_config(args)
+    _print_notes(merge_template(raw, template) if template is not None else raw)
+    if template is not None and args.test_mode:
+        raw, template = merge_template(raw, template), None  # test mode changes the merged config
     if args.local and args.test_mode:
         return _local_test(raw, args.model_def)
     if args.test_mode:
         _run.validate_config(raw)
         raw = _native.test_config(raw)
+    template_name = args.template if template is not None else None
     if args.paused:
-        body = _run.prepare_submission(raw, args.model_def)
+        body = _run.prepare_submission(raw, args.model_def, template_name, template)
         body["activate"] = False
         session = _connect.read_session(args.master)
         exp = session.post("/experiments", body)["experiment"]
         print(f"Created experiment {exp['id']}")
         return 0
-    desc = _run.run_experiment(raw, args.model_def, master=args.master, local=args.local, follow=not args.detach)
+    desc = _run.run_experiment(raw, args.model_def, master=args.master, local=args.local, follow=not args.detach,
+                               follow_first_trial=args.follow_first_trial, template=template_name,
+                               template_config=template)
     return _run.exit_code_for(desc) if not args.detach else 0
 
 
@@ -379,9 +395,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default: DET_CPU_SLOTS, else the number of cores)")
     c.add_argument("-d", "--detach", action="store_true", help="with a configured master: do not follow progress")
     workspace.add_create_arguments(c)
+    c.add_argument("-f", "--follow-first-trial", action="store_true",
+                   help="print the logs of the experiment's first trial as it runs (instead of the progress)")
+    c.add_argument("--config", action="append", default=None, metavar="KEY=VALUE",
+                   help="override a config field: a dotted path and a YAML value, e.g. "
+                        "--config searcher.max_length.batches=100 (repeatable)")
+    c.add_argument("--template", default=None, metavar="NAME",
+                   help="a config template stored on the master (det template), merged under the config")
     c.set_defaults(func=create)
 
-    ls = s.add_parser("list", help="list experiments")
+    ls = s.add_parser("list", aliases=["ls"], help="list experiments")
     ls.add_argument("-a", "--all", action="store_true", help="include archived experiments")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--csv", action="store_true")
@@ -441,3 +464,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--polling-interval", type=float, default=5.0, metavar="SECONDS", help="seconds between checks (default 5)")
     w.set_defaults(func=wait)
     workspace.add_move_parser(s)
+
+    from determined.cli import experiment_edit
+
+    experiment_edit.add_parsers(s, sts)

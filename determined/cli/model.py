@@ -11,7 +11,7 @@ _SORT_BY = {"name": "NAME", "description": "DESCRIPTION", "creation_time": "CREA
             "last_updated_time": "LAST_UPDATED_TIME"}
 _ORDER_BY = {"asc": "ASCENDING", "desc": "DESCENDING"}
 
-Model = Checkpoint = Any  # determined.experimental.client's, imported when a command runs
+Model = ModelVersion = Any  # determined.experimental.client's, imported when a command runs
 
 
 def _determined(master: Any) -> Any:
@@ -27,8 +27,10 @@ def _model_json(m: Model) -> Dict[str, Any]:
             "num_versions": m.num_versions}
 
 
-def _version_json(c: Checkpoint) -> Dict[str, Any]:
-    return {"version": c.model_version, "model_name": c.model_name, "uuid": c.uuid,
+def _version_json(v: ModelVersion) -> Dict[str, Any]:
+    c = v.checkpoint
+    return {"version": v.model_version, "model_name": v.model_name, "uuid": c.uuid, "name": v.name,
+            "comment": v.comment, "notes": v.notes, "version_metadata": v.metadata,
             "experiment_id": c.experiment_id, "trial_id": c.trial_id, "batch_number": c.batch_number,
             "validation_metrics": c.validation_metrics, "metadata": c.metadata}
 
@@ -45,9 +47,9 @@ def _model_rows(models: List[Model]) -> List[List[Any]]:
 _MODEL_HEADERS = ["Name", "Description", "Versions", "Created", "Last updated", "Metadata"]
 
 
-def _version_rows(versions: List[Checkpoint]) -> List[List[Any]]:
-    return [[c.model_version, c.uuid, c.experiment_id, c.trial_id, c.batch_number,
-             _render.metrics_text(c.validation_metrics)] for c in versions]
+def _version_rows(versions: List[ModelVersion]) -> List[List[Any]]:
+    return [[v.model_version, v.checkpoint.uuid, v.checkpoint.experiment_id, v.checkpoint.trial_id,
+             v.checkpoint.batch_number, _render.metrics_text(v.checkpoint.validation_metrics)] for v in versions]
 
 
 _VERSION_HEADERS = ["Version", "Checkpoint", "Experiment", "Trial", "Batch", "Validation metrics"]
@@ -74,10 +76,10 @@ def create(args: argparse.Namespace) -> int:
 
 
 def list_models(args: argparse.Namespace) -> int:
-    from determined.experimental.client import ModelOrderBy, ModelSortBy
+    from determined.experimental.client import ModelSortBy, OrderBy
 
-    models = _determined(args.master).get_models(sort_by=ModelSortBy[_SORT_BY[args.sort_by]],
-                                                 order_by=ModelOrderBy[_ORDER_BY[args.order_by]])
+    models = _determined(args.master).list_models(sort_by=ModelSortBy[_SORT_BY[args.sort_by]],
+                                                  order_by=OrderBy[_ORDER_BY[args.order_by]])
     if args.json:
         _render.print_json([_model_json(m) for m in models])
     else:
@@ -102,7 +104,7 @@ def describe(args: argparse.Namespace) -> int:
 
 def list_versions(args: argparse.Namespace) -> int:
     m = _determined(args.master).get_model(args.name)
-    versions = m.get_versions()
+    versions = m.list_versions()
     if args.json:
         _render.print_json([_version_json(c) for c in versions])
         return 0
@@ -115,11 +117,39 @@ def list_versions(args: argparse.Namespace) -> int:
 
 def register_version(args: argparse.Namespace) -> int:
     m = _determined(args.master).get_model(args.name)
-    c = m.register_version(args.uuid)
+    v = m.register_version(args.uuid)
     if args.json:
-        _render.print_json(_version_json(c))
+        _render.print_json(_version_json(v))
     else:
-        _render.say(f"Registered checkpoint {c.uuid} as version {c.model_version} of model {m.name}")
+        _render.say(f"Registered checkpoint {v.checkpoint.uuid} as version {v.model_version} of model {m.name}")
+    return 0
+
+
+def delete(args: argparse.Namespace) -> int:
+    from determined.cli.experiment import _confirm
+
+    m = _determined(args.master).get_model(args.name)
+    if not args.yes and not _confirm(f"Delete model {m.name} and its {m.num_versions} version(s) (the checkpoints "
+                                     "stay)?"):
+        print("Aborted: nothing was changed.")
+        return 1
+    m.delete()
+    _render.say(f"Deleted model {m.name}")
+    return 0
+
+
+def delete_version(args: argparse.Namespace) -> int:
+    from determined.cli.experiment import _confirm
+
+    v = _determined(args.master).get_model(args.name).get_version(args.version)
+    if v is None:
+        raise errors.DeterminedError(f"model {args.name} has no versions")
+    if not args.yes and not _confirm(f"Delete version {v.model_version} of model {v.model_name} (its checkpoint "
+                                     "stays)?"):
+        print("Aborted: nothing was changed.")
+        return 1
+    v.delete()
+    _render.say(f"Deleted version {v.model_version} of model {v.model_name}")
     return 0
 
 
@@ -135,7 +165,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=create)
 
-    ls = s.add_parser("list", help="list the models of the registry")
+    ls = s.add_parser("list", aliases=["ls"], help="list the models of the registry")
     ls.add_argument("--sort-by", choices=sorted(_SORT_BY), default="name")
     ls.add_argument("--order-by", choices=sorted(_ORDER_BY), default="asc")
     ls.add_argument("--json", action="store_true")
@@ -156,3 +186,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("uuid", metavar="CHECKPOINT_UUID")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=register_version)
+
+    dl = s.add_parser("delete", help="delete a model and its versions (the checkpoints stay)")
+    dl.add_argument("name")
+    dl.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    dl.set_defaults(func=delete)
+
+    dv = s.add_parser("delete-version", help="delete a version of a model (its checkpoint stays)")
+    dv.add_argument("name")
+    dv.add_argument("version", type=int)
+    dv.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    dv.set_defaults(func=delete_version)

@@ -1,14 +1,10 @@
 """`det trial ...`"""
 import argparse
-import time
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from determined import errors
 from determined.cli import _render
 from determined.common.formats import duration_between, escape_control, fmt_duration
-
-_TRIAL_TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
-
 
 def describe(args: argparse.Namespace) -> int:
     from determined.experimental import _connect, _follow
@@ -73,43 +69,63 @@ def describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def logs(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect, _follow
+def print_logs(session: Any, trial_id: int, args: argparse.Namespace) -> int:
+    """Print a trial's log lines with the filters of `det trial logs` (Determined 0.38's flags)."""
+    import json
 
-    session = _connect.read_session(args.master)
-    offset = 0
-    collected: List[Dict[str, Any]] = []
-    state = ""
-    for page in _follow.log_pages(session, args.trial_id, offset):
-        collected.extend(page["logs"])
-        offset = page["next_offset"]
-        state = page.get("trial_state", "")
-        if args.head is not None and len(collected) >= args.head:
-            break
-    if args.head is not None:
-        collected = collected[: args.head]
-    elif args.tail is not None:
-        collected = collected[-args.tail:] if args.tail else []
-    for line in collected:
-        print(escape_control(line["message"]), flush=True)
-    if not collected and not args.follow:
-        print(f"Trial {args.trial_id} has no logs yet" + (" (it has not run)." if state in ("ACTIVE", "PAUSED", "")
-                                                            else "."), flush=True)
-    if not args.follow or args.head is not None:
-        return 0
+    from determined.experimental import _logs
+
+    shown = 0
     try:
-        while True:
-            page = session.get(f"/trials/{args.trial_id}/logs", params={"offset": offset, "limit": 1000})
-            for line in page["logs"]:
+        for line in _logs.trial_logs(session, trial_id, follow=args.follow, head=args.head, tail=args.tail,
+                                     rank_ids=args.rank_ids, stdtypes=args.stdtypes, min_level=args.level,
+                                     timestamp_before=args.timestamp_before, timestamp_after=args.timestamp_after,
+                                     sources=args.sources):
+            shown += 1
+            if args.json:
+                print(json.dumps({k: line.get(k) for k in ("id", "timestamp", "stream", "source", "level", "rank_id",
+                                                           "message")}), flush=True)
+            else:
                 print(escape_control(line["message"]), flush=True)
-            offset = page["next_offset"]
-            state = page.get("trial_state", state)
-            if not page["logs"]:
-                if state in _TRIAL_TERMINAL:
-                    return 0
-                time.sleep(0.5)
     except KeyboardInterrupt:
         return 0
+    if not shown and not args.follow and not args.json:
+        state = session.get(f"/trials/{trial_id}")["trial"]["state"]
+        print(f"Trial {trial_id} has no logs" + (" yet (it has not run)." if state in ("ACTIVE", "PAUSED") else
+                                                 " that match." if _filtered(args) else "."), flush=True)
+    return 0
+
+
+def _filtered(args: argparse.Namespace) -> bool:
+    return any(getattr(args, k) is not None for k in ("rank_ids", "stdtypes", "level", "timestamp_before",
+                                                      "timestamp_after", "sources"))
+
+
+def logs(args: argparse.Namespace) -> int:
+    from determined.experimental import _connect
+
+    return print_logs(_connect.read_session(args.master), args.trial_id, args)
+
+
+def add_log_arguments(lg: argparse.ArgumentParser) -> None:
+    """The flags of `det trial logs` and `det experiment logs` (Determined 0.38)."""
+    from determined.experimental._logs import LEVELS, SOURCES, STDTYPES
+
+    lg.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the trial ends")
+    g = lg.add_mutually_exclusive_group()
+    g.add_argument("--head", type=int, help="only the first N lines")
+    g.add_argument("--tail", type=int, help="only the last N lines")
+    lg.add_argument("--rank-id", dest="rank_ids", type=int, action="append", default=None, metavar="RANK",
+                    help="only lines of this worker rank (a `[rank=N]` prefix); repeatable")
+    lg.add_argument("--stdtype", dest="stdtypes", choices=STDTYPES, action="append", default=None,
+                    help="only lines of stdout or stderr; repeatable")
+    lg.add_argument("--source", dest="sources", choices=SOURCES, action="append", default=None,
+                    help="only lines of the trial's processes or of the master; repeatable")
+    lg.add_argument("--level", choices=LEVELS, type=str.upper, default=None,
+                    help="only lines of this logging level or above (lines naming none count as INFO)")
+    lg.add_argument("--timestamp-before", default=None, metavar="TIME", help="only lines before this ISO 8601 time")
+    lg.add_argument("--timestamp-after", default=None, metavar="TIME", help="only lines after this ISO 8601 time")
+    lg.add_argument("--json", action="store_true", help="one JSON object per line, with its time, stream and level")
 
 
 def kill(args: argparse.Namespace) -> int:
@@ -147,10 +163,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=describe)
     lg = s.add_parser("logs", help="print a trial's logs")
     lg.add_argument("trial_id", type=int)
-    lg.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the trial ends")
-    g = lg.add_mutually_exclusive_group()
-    g.add_argument("--head", type=int, help="only the first N lines")
-    g.add_argument("--tail", type=int, help="only the last N lines")
+    add_log_arguments(lg)
     lg.set_defaults(func=logs)
     dl = s.add_parser("download", help="download a checkpoint of a trial: the best, the latest or one by uuid")
     dl.add_argument("trial_id", type=int)

@@ -12,9 +12,9 @@ _LAZY = {
     "create": "determined.experimental._native",
     "create_trial_instance": "determined.experimental._native",
     "Checkpoint": "determined.experimental.client",
-    "Determined": "determined.experimental.client",
+    "Determined": "determined.experimental.client._legacy",  # the 0.13 faces of seed 002
     "ExperimentReference": "determined.experimental.client",
-    "Model": "determined.experimental.client",
+    "Model": "determined.experimental.client._legacy",
     "ModelOrderBy": "determined.experimental.client",
     "ModelSortBy": "determined.experimental.client",
     "TrialReference": "determined.experimental.client",

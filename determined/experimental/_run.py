@@ -20,13 +20,20 @@ def validate_config(raw: Dict[str, Any]) -> Dict[str, Any]:
     return det_config.load_experiment_config(raw)
 
 
-def prepare_submission(raw: Dict[str, Any], model_dir: str) -> Dict[str, Any]:
-    """Validate the config and the model dir and build the body of POST /experiments."""
-    canonical = validate_config(raw)
+def prepare_submission(raw: Dict[str, Any], model_dir: str, template: Optional[str] = None,
+                       template_config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Validate the config (merged over `template_config`, the config of the master's template `template`) and the
+    model dir and build the body of POST /experiments (the master merges the template itself)."""
+    from determined.config.overrides import merge_template
+
+    canonical = validate_config(merge_template(raw, template_config) if template_config is not None else raw)
     native = (canonical.get("internal") or {}).get("native")
     if not native:
         det_context.check_entrypoint(model_dir, canonical.get("entrypoint"))
-    return {"config": raw, "model_definition": det_context.pack_model_dir_b64(model_dir), "activate": True}
+    body = {"config": raw, "model_definition": det_context.pack_model_dir_b64(model_dir), "activate": True}
+    if template is not None:
+        body["template"] = template
+    return body
 
 
 # How long a command waits for the data dir's master to change hands (another command's foreground master
@@ -72,7 +79,8 @@ def _foreground_master(console: Console) -> Iterator[_Foreground]:
         _stop_master(master, console)
 
 
-def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_progress: bool) -> Dict[str, Any]:
+def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_progress: bool,
+                       follow_first_trial: bool = False) -> Dict[str, Any]:
     """Start an experiment with `begin` (create or activate; returns its id) and follow it until it ends or pauses.
 
     On another command's foreground master, this command follows it there and runs it itself when that master
@@ -90,12 +98,13 @@ def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_p
             if fg.master is None:
                 try:
                     with embedded.following(common.data_dir(), experiment_id):
-                        desc = _follow_with_pause(fg.session, experiment_id, console, show_progress)
+                        desc = _follow_with_pause(fg.session, experiment_id, console, show_progress,
+                                                  follow_first_trial)
                 except errors.MasterNotFoundError:
                     console.print(f"The master running experiment {experiment_id} stopped; it runs here from now on")
                     continue
             else:
-                desc = _follow_with_pause(fg.session, experiment_id, console, show_progress)
+                desc = _follow_with_pause(fg.session, experiment_id, console, show_progress, follow_first_trial)
                 _finish_others(fg, experiment_id, console)
             return _finish(fg.session, desc, console, show_progress)
 
@@ -142,8 +151,12 @@ def _stop_master(master: Any, console: Console) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def _follow_with_pause(session: Session, experiment_id: int, console: Console, show_progress: bool) -> Dict[str, Any]:
+def _follow_with_pause(session: Session, experiment_id: int, console: Console, show_progress: bool,
+                       follow_first_trial: bool = False) -> Dict[str, Any]:
     try:
+        if follow_first_trial:
+            _print_first_trial_logs(session, experiment_id, console)
+            return _wait(session, experiment_id)
         if show_progress:
             return _follow.follow(session, experiment_id, console)
         return _wait(session, experiment_id)
@@ -166,6 +179,24 @@ def _pause(session: Session, experiment_id: int, console: Console) -> Dict[str, 
     except KeyboardInterrupt:
         pass
     return desc
+
+
+def _print_first_trial_logs(session: Session, experiment_id: int, console: Console, interval: float = 0.2) -> None:
+    """`-f`: the logs of the experiment's first trial (the lowest id) as it runs, until it ends."""
+    from determined.common.formats import escape_control
+    from determined.experimental import _logs
+
+    while True:
+        desc = session.get(f"/experiments/{experiment_id}")
+        if desc["trials"]:
+            break
+        if desc["experiment"]["state"] in _follow.TERMINAL_STATES or desc["experiment"]["state"] == "PAUSED":
+            return
+        time.sleep(interval)
+    trial_id = min(t["id"] for t in desc["trials"])
+    _print(console, f"Following the logs of trial {trial_id} (det trial logs {trial_id})")
+    for line in _logs.trial_logs(session, trial_id, follow=True):
+        _print(console, escape_control(line["message"]))
 
 
 def _print(console: Console, text: str) -> None:
@@ -207,6 +238,9 @@ def run_experiment(
     show_progress: bool = True,
     console: Optional[Console] = None,
     on_created: Optional[Callable[[int], None]] = None,
+    follow_first_trial: bool = False,
+    template: Optional[str] = None,
+    template_config: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Any]:
     """Create an experiment and, on the embedded master, run it in the foreground.
 
@@ -214,7 +248,7 @@ def run_experiment(
     when `follow`, its progress is shown until it ends. Returns the last describe of the experiment.
     """
     console = console or _follow.make_console()
-    body = prepare_submission(raw, model_dir)
+    body = prepare_submission(raw, model_dir, template, template_config)
     url = None if local else _connect.configured_master(master)
     if url:
         session = Session(url)
@@ -224,7 +258,7 @@ def run_experiment(
             on_created(exp["id"])
         if not follow:
             return session.get(f"/experiments/{exp['id']}")
-        desc = _follow_with_pause(session, exp["id"], console, show_progress)
+        desc = _follow_with_pause(session, exp["id"], console, show_progress, follow_first_trial)
         return _finish(session, desc, console, show_progress)
 
     def create(session: Session) -> int:
@@ -234,7 +268,7 @@ def run_experiment(
             on_created(exp["id"])
         return int(exp["id"])
 
-    return _run_in_foreground(console, create, show_progress)
+    return _run_in_foreground(console, create, show_progress, follow_first_trial)
 
 
 def activate_experiment(
@@ -255,6 +289,28 @@ def activate_experiment(
         return experiment_id
 
     return _run_in_foreground(console, activate, show_progress)
+
+
+def continue_experiment(experiment_id: int, override: Dict[str, Any], *, master: Optional[str] = None,
+                        follow_first_trial: bool = False, console: Optional[Console] = None) -> Dict[str, Any]:
+    """Continue an ended experiment (`override` merged into its config); with no running master, run it in the
+    foreground until it ends or is paused; with one, follow it (its progress, or its first trial's logs)."""
+    console = console or _follow.make_console()
+    body = {"override_config": override} if override else {}
+    url = _connect.configured_master(master)
+    if url:
+        session = Session(url)
+        session.post(f"/experiments/{experiment_id}/continue", body)
+        console.print(f"Continued experiment {experiment_id}")
+        desc = _follow_with_pause(session, experiment_id, console, True, follow_first_trial)
+        return _finish(session, desc, console, True)
+
+    def begin(session: Session) -> int:
+        session.post(f"/experiments/{experiment_id}/continue", body)
+        console.print(f"Continued experiment {experiment_id}")
+        return experiment_id
+
+    return _run_in_foreground(console, begin, True, follow_first_trial)
 
 
 def exit_code_for(desc: Dict[str, Any]) -> int:

@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 import determined
 from determined.master import auth, login_throttle, request_limits, users, web_security
 from determined.master import ui
-from determined.master.api import api_router, checkpoint_files, checkpoints, cluster, insights, models, workspaces
+from determined.master.api import (api_router, checkpoint_files, checkpoints, cluster, insights, models, templates,
+                                   workspaces)
 from determined.master.api import users as users_api
 from determined.master.logs import LogLimits, is_disk_full
 from determined.master.master import Master
@@ -136,7 +137,7 @@ def blank_password_warning(master: Master) -> Optional[str]:
 
 # The checkpoint and model registry routes, under the same prefix as the rest of the API.
 registry_router = APIRouter(prefix="/api/v1")
-for _module in (checkpoints, checkpoint_files, models, cluster, insights, workspaces):
+for _module in (checkpoints, checkpoint_files, models, cluster, insights, workspaces, templates):
     registry_router.include_router(_module.router)
 
 users_router = APIRouter(prefix="/api/v1")

@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 # Columns by how their raw driver value is decoded (JSON is text on SQLite; times are text there).
 _JSON = frozenset({"config", "searcher_snapshot", "hparams", "latest_validation", "metrics", "batch_metrics",
                    "resources", "metadata", "event", "operations", "log_policy_matches",
-                   "project_notes"})
+                   "project_notes", "labels"})
 _TIME = frozenset({"start_time", "end_time", "timestamp", "time", "creation_time", "last_updated_time",
                    "created_at", "expires_at"})
 _BOOL = frozenset({"archived", "searcher_shutdown", "searcher_failure", "checkpoint_gc_done", "preempt_requested",
@@ -22,14 +22,15 @@ _BOOL = frozenset({"archived", "searcher_shutdown", "searcher_failure", "checkpo
 
 # The columns each read selects (never `*`: an experiment row holds its model definition archive).
 EXPERIMENT_COLUMNS = ("id, state, config, owner, archived, searcher_snapshot, searcher_shutdown, searcher_failure, "
-                      "progress, best_validation, best_trial_id, start_time, end_time, project_id")
+                      "progress, best_validation, best_trial_id, start_time, end_time, project_id, notes")
 TRIAL_COLUMNS = ("id, experiment_id, request_id, hparams, seed, state, restarts, total_batches, runs, allocation_id, "
                  "preempt_requested, close_requested, early_exit_reason, warm_start_checkpoint_uuid, "
                  "latest_checkpoint_uuid, best_validation, latest_validation, start_time, end_time, log_policy_matches, "
                  "runner_status")
 CHECKPOINT_COLUMNS = ("id, uuid, experiment_id, trial_id, state, steps_completed, resources, framework, format, "
                       "metadata, determined_version, start_time, end_time")
-MODEL_COLUMNS = "id, name, description, metadata, creation_time, last_updated_time, owner, workspace_id"
+MODEL_COLUMNS = ("id, name, description, metadata, creation_time, last_updated_time, owner, workspace_id, labels, "
+                 "archived")
 
 
 class Row:

@@ -129,44 +129,61 @@ def run_gc(master: "Master", experiment_id: int) -> List[str]:
             return []
         candidates = [c.uuid for c in checkpoints_to_delete(s, exp)[0]]
         storage_config = exp.config.get("checkpoint_storage")
-    deleted: List[str] = []
-    refusal = master.storage_refusal(storage_config) if candidates else None
-    if refusal:
-        logger.error("experiment %s: checkpoint GC deletes nothing: %s", experiment_id, refusal)
-        candidates = []
-    if candidates:
-        try:
-            storage = build_storage_manager(storage_config)
-        except Exception as e:
-            logger.error("experiment %s: checkpoint GC cannot reach its checkpoint storage: %s", experiment_id, e)
-            candidates = []
-    for uuid in candidates:
-        if not is_checkpoint_uuid(uuid):  # recorded before ids had to be UUIDs: not a name to delete by
-            logger.error("experiment %s: not deleting checkpoint %r: its id is not a UUID; it stays COMPLETED",
-                         experiment_id, uuid)
-            continue
-        with master.lock:
-            with master.read() as s:
-                row = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
-                if (row is None or row.state != states.COMPLETED or registry.registered_uuids(s, [uuid])
-                        or warm_start_sources_in_use(s, [uuid])):
-                    continue
-            try:
-                storage.delete(uuid)
-            except Exception as e:
-                logger.error("experiment %s: could not delete checkpoint %s from storage (%s); it stays COMPLETED",
-                             experiment_id, uuid, e)
-                continue
-            with master.write() as s:
-                row = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).one()
-                row.state = states.DELETED
-            deleted.append(uuid)
+    deleted = delete_stored(master, experiment_id, storage_config, candidates, "checkpoint GC")
     with master.write() as s:
         exp = get_experiment(s, experiment_id)
         exp.checkpoint_gc_done = True
     if deleted:
         logger.info("experiment %s: checkpoint GC deleted %s checkpoint(s)", experiment_id, len(deleted))
     return deleted
+
+
+def delete_stored(master: "Master", experiment_id: int, storage_config: Optional[Mapping[str, Any]],
+                  uuids: List[str], who: str, *, raise_errors: bool = False) -> List[str]:
+    """Delete the files of COMPLETED checkpoints `uuids` of one experiment and mark each row DELETED once its files
+    are gone; returns the uuids deleted. A checkpoint registered in the model registry, or that an unfinished trial
+    still starts from, is kept. Refusals and storage errors are logged (and raised as a RequestProblem with
+    `raise_errors`, which a user's own deletion wants)."""
+    def fail(message: str) -> None:
+        logger.error("experiment %s: %s: %s", experiment_id, who, message)
+        if raise_errors:
+            raise RequestProblem(500 if "could not" in message else 400, message)
+
+    deleted: List[str] = []
+    refusal = master.storage_refusal(dict(storage_config or {})) if uuids else None
+    if refusal:
+        fail(f"nothing is deleted: {refusal}")
+        return []
+    if uuids:
+        try:
+            storage = build_storage_manager(storage_config)
+        except Exception as e:
+            fail(f"cannot reach the checkpoint storage: {e}")
+            return []
+    for uuid in uuids:
+        if not is_checkpoint_uuid(uuid):  # recorded before ids had to be UUIDs: not a name to delete by
+            fail(f"not deleting checkpoint {uuid!r}: its id is not a UUID; it stays COMPLETED")
+            continue
+        with master.lock:
+            with master.read() as s:
+                row = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
+                if (row is None or row.state not in (states.COMPLETED, PARTIALLY_DELETED)
+                        or registry.registered_uuids(s, [uuid]) or warm_start_sources_in_use(s, [uuid])):
+                    continue
+                state = row.state
+            try:
+                storage.delete(uuid)
+            except Exception as e:
+                fail(f"could not delete checkpoint {uuid} from storage ({e}); it stays {state}")
+                continue
+            with master.write() as s:
+                row = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).one()
+                row.state = states.DELETED
+            deleted.append(uuid)
+    return deleted
+
+
+PARTIALLY_DELETED = "PARTIALLY_DELETED"  # some of its files removed by the user (Checkpoint.remove_files)
 
 
 def run_pending_gc(master: "Master") -> List[int]:

@@ -73,6 +73,8 @@ _ROUTES: List[Tuple["re.Pattern[str]", Handler]] = [
     (re.compile(r"/projects"), lambda db, m, p: workspace_reads.projects(db)),
     (re.compile(r"/projects/(\d+)"), lambda db, m, p: workspace_reads.project(db, int(m[1]))),
     (re.compile(r"/projects/(\d+)/experiments"), lambda db, m, p: workspace_reads.project_experiments(db, int(m[1]))),
+    (re.compile(r"/templates"), lambda db, m, p: reads.templates(db)),
+    (re.compile(r"/templates/([^/]+)"), lambda db, m, p: reads.template(db, m[1])),
 ]
 
 

@@ -20,7 +20,7 @@ from determined.master.dbread import (
 )
 from determined.master.problems import RequestProblem, not_found
 
-CHECKPOINT_STATES = ("ACTIVE", "COMPLETED", "ERROR", "DELETED")
+CHECKPOINT_STATES = ("ACTIVE", "COMPLETED", "ERROR", "DELETED", "PARTIALLY_DELETED")
 ORDERS = {"asc": "asc", "ascending": "asc", "desc": "desc", "descending": "desc"}
 MODEL_SORT_COLUMNS = ("name", "description", "creation_time", "last_updated_time")
 LOG_PAGE_LIMIT = 10000
@@ -229,3 +229,22 @@ def model(db: Reader, name: str) -> Dict[str, Any]:
     if row is None:
         raise RequestProblem(404, f"model {name!r} not found")
     return {"model": serialize.model(db, row)}
+
+
+# ---------------------------------------------------------------- config templates
+
+
+def templates(db: Reader) -> Dict[str, Any]:
+    """`GET /templates`."""
+    rows = db.rows("SELECT name, config, owner FROM config_templates ORDER BY name")
+    return {"templates": [serialize.template(r) for r in rows]}
+
+
+def template(db: Reader, name: str) -> Dict[str, Any]:
+    """`GET /templates/{name}`."""
+    row = db.first("SELECT name, config, owner FROM config_templates WHERE name = :n", n=name)
+    if row is None:
+        known = [r.name for r in db.rows("SELECT name FROM config_templates ORDER BY name LIMIT 20")]
+        raise RequestProblem(404, f"template {name!r} not found; " + (
+            f"the templates are: {', '.join(known)}" if known else "there are no templates (det template create)"))
+    return {"template": serialize.template(row)}

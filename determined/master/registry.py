@@ -119,7 +119,8 @@ def create_model(s: Session, name: str, body: Any, owner: Optional[auth.Principa
 def update_model(s: Session, name: str, body: Any, principal: auth.Principal) -> Model:
     """Replace the description and/or the whole metadata object of a model (its owner or an admin); an admin may
     also hand it to another user (`owner`)."""
-    fields = check_body(body, ("description", "metadata", "owner", "workspace_id"), "model update")
+    fields = check_body(body, ("description", "metadata", "owner", "workspace_id", "labels", "archived"),
+                        "model update")
     model = get_model(s, name)
     auth.check_model_owner(principal, model)
     description = check_description(fields["description"]) if "description" in fields else None
@@ -127,6 +128,15 @@ def update_model(s: Session, name: str, body: Any, principal: auth.Principal) ->
     new_owner = _new_owner(s, principal, fields["owner"]) if "owner" in fields else None
     if "workspace_id" in fields:  # a move (`det model move`, Model.move_to_workspace)
         model.workspace_id = _workspace_for_model(s, fields["workspace_id"])
+    if "labels" in fields:
+        problems = names.label_problems(fields["labels"]) if fields["labels"] is not None else ["labels: expected a list"]
+        if problems:
+            raise RequestProblem(400, "invalid model update", problems)
+        model.labels = list(dict.fromkeys(fields["labels"]))
+    if "archived" in fields:
+        if not isinstance(fields["archived"], bool):
+            raise RequestProblem(400, "invalid model update", ["archived: expected true or false"])
+        model.archived = fields["archived"]
     if description is not None:
         model.description = description
     if metadata is not None:
@@ -204,6 +214,53 @@ def register_version(s: Session, model: Model, body: Any, principal: auth.Princi
     model.last_updated_time = now
     s.flush()
     return row
+
+
+VERSION_TEXT_LIMIT = 64 * 1024
+
+
+def update_version(s: Session, model: Model, version: int, body: Any, principal: auth.Principal) -> ModelVersion:
+    """Change a version's `name`, `comment`, `notes` or `metadata` (the model's owner or an admin)."""
+    fields = check_body(body, ("name", "comment", "notes", "metadata"), "model version update")
+    auth.check_model_owner(principal, model, "change versions of")
+    row = get_version(s, model, version)
+    problems = []
+    if "name" in fields:
+        problem = names.name_problem(fields["name"], slashes=True)
+        problems += [f"name: {problem}"] if problem else []
+    for key in ("comment", "notes"):
+        if key in fields:
+            problem = names.description_problem(fields[key], key)
+            if problem is None and len(fields[key]) > VERSION_TEXT_LIMIT:
+                problem = f"{key}: at most {VERSION_TEXT_LIMIT} characters are allowed"
+            problems += [problem] if problem else []
+    if problems:
+        raise RequestProblem(400, "invalid model version update", problems)
+    metadata = check_metadata(fields["metadata"]) if "metadata" in fields else None
+    for key in ("name", "comment", "notes"):
+        if key in fields:
+            setattr(row, key, fields[key])
+    if metadata is not None:
+        row.metadata_ = metadata
+    model.last_updated_time = utcnow()
+    s.flush()
+    return row
+
+
+def delete_version(s: Session, model: Model, version: int, principal: auth.Principal) -> None:
+    """Remove a version from the model (its checkpoint stays; numbers of the others do not change)."""
+    auth.check_model_owner(principal, model, "delete versions of")
+    s.delete(get_version(s, model, version))
+    model.last_updated_time = utcnow()
+
+
+def delete_model(s: Session, model: Model, principal: auth.Principal) -> None:
+    """Delete a model and its versions (their checkpoints stay)."""
+    auth.check_model_owner(principal, model, "delete")
+    for row in versions_of(s, model):
+        s.delete(row)
+    s.flush()
+    s.delete(model)
 
 
 # ---------------------------------------------------------------- checkpoints

@@ -68,6 +68,7 @@ def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str,
         **project_of(db, exp.project_id),  # where it is now (moves do not change its config)
         "searched_hparams": searched_hparams(config),
         "labels": list(config.get("labels") or []),
+        "notes": exp.notes or "",
         "config": config,
         "owner": exp.owner,
         "archived": bool(exp.archived),
@@ -169,6 +170,9 @@ def model(db: Any, m: Any) -> Dict[str, Any]:
         "owner": m.owner,
         "workspace_id": m.workspace_id or 1,
         "workspace": workspace_name(db, m.workspace_id),
+        "id": m.id,
+        "labels": list(m.labels or []),
+        "archived": bool(m.archived),
     }
 
 
@@ -179,9 +183,19 @@ def model_version(db: Any, m: Any, v: Any) -> Dict[str, Any]:
     return {
         "version": v.version,
         "model_name": m.name,
+        "model_id": m.id,
+        "name": v.name or "",
+        "comment": v.comment or "",
+        "notes": v.notes or "",
+        "metadata": v.metadata_ or {},
         "creation_time": timestamp(v.creation_time),
         "checkpoint": checkpoint(q, ckpt),
     }
+
+
+def template(t: Any) -> Dict[str, Any]:
+    """A config template (secrets of its config hidden, as an experiment's)."""
+    return {"name": t.name, "config": redaction.experiment_config(t.config), "owner": t.owner}
 
 
 def training_metrics(rows: Sequence[Any]) -> List[Dict[str, Any]]:
@@ -194,5 +208,5 @@ def validation_metrics(rows: Sequence[Any]) -> List[Dict[str, Any]]:
     return [{"steps_completed": r.steps_completed, "metrics": r.metrics, "end_time": timestamp(r.end_time)} for r in rows]
 
 
-__all__ = ["Row", "checkpoint", "experiment", "model", "model_version", "model_versions_of", "timestamp",
+__all__ = ["Row", "checkpoint", "experiment", "model", "model_version", "model_versions_of", "template", "timestamp",
            "training_metrics", "trial", "trial_counts", "trials", "validation_metrics"]

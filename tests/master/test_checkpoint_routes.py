@@ -149,7 +149,7 @@ def test_preview_gc_and_patch_on_an_ended_experiment(session: Session, data_dir:
 
     config_before = session.get(f"/experiments/{exp_id}")["experiment"]["config"]
     for body in ({"checkpoint_storage": {"save_trial_best": -1}}, {"checkpoint_storage": {"keep_all": 1}},
-                 {"checkpoint_storage": [1]}, {"checkpoint_storage": {"save_trial_best": 1}, "description": "x"},
+                 {"checkpoint_storage": [1]}, {"checkpoint_storage": {"save_trial_best": 1}, "unknown_field": "x"},
                  {"checkpoint_storage": {"save_trial_latest": 0, "save_trial_best": True}}):
         refused(400, session.patch, f"/experiments/{exp_id}", body)
     assert session.get(f"/experiments/{exp_id}")["experiment"]["config"] == config_before, "nothing stored"

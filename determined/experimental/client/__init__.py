@@ -1,31 +1,22 @@
-"""The client SDK of seed 002: Determined, ExperimentReference, TrialReference, Checkpoint, Model; Workspace and
-Project (0.38), and module functions that drive a default `Determined`."""
-from typing import List, Optional
+"""The client SDK: `Determined` and the objects it returns (0.38), and the module functions that drive a default
+`Determined` session (`client.login()` once, before anything else, or implicitly on first use).
 
-from determined.experimental.client._checkpoint import Checkpoint
+`determined.experimental.Determined`/`.Model` are the 0.13 faces of seed 002 (client/_legacy.py);
+`ExperimentReference` and `TrialReference` are the 0.13 names of `Experiment` and `Trial`.
+"""
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+from determined.experimental.client._checkpoint import Checkpoint, CheckpointTrainingMetadata
 from determined.experimental.client._common import UsageError
 from determined.experimental.client._determined import Determined
-from determined.experimental.client._experiment import ExperimentReference
-from determined.experimental.client._model import Model, ModelOrderBy, ModelSortBy
-from determined.experimental.client._trial import TrialReference
+from determined.experimental.client._enums import (CheckpointSortBy, CheckpointState, DownloadMode, ExperimentSortBy,
+                                                   ExperimentState, OrderBy, TrialSortBy, TrialState)
+from determined.experimental.client._experiment import Experiment, ExperimentReference
+from determined.experimental.client._metrics import TrainingMetrics, TrialMetrics, ValidationMetrics
+from determined.experimental.client._model import Model, ModelOrderBy, ModelSortBy, ModelVersion
+from determined.experimental.client._trial import Trial, TrialReference
+from determined.experimental.client._user import User
 from determined.experimental.client._workspace import Project, Workspace
-
-__all__ = [
-    "Checkpoint",
-    "Determined",
-    "ExperimentReference",
-    "Model",
-    "ModelOrderBy",
-    "ModelSortBy",
-    "Project",
-    "TrialReference",
-    "UsageError",
-    "Workspace",
-    "create_workspace",
-    "delete_workspace",
-    "get_workspace",
-    "list_workspaces",
-]
 
 _default: Optional[Determined] = None
 
@@ -35,6 +26,174 @@ def _client() -> Determined:
     if _default is None:
         _default = Determined()
     return _default
+
+
+def login(master: Optional[str] = None, user: Optional[str] = None, password: Optional[str] = None,
+          cert_path: Optional[str] = None, cert_name: Optional[str] = None, noverify: bool = False) -> None:
+    """Set the master and user of the module functions; call it once, before any of them (ValueError otherwise).
+    Without it they use $DET_MASTER (else the local data dir) and $DET_USER (else the last `det user login`)."""
+    global _default
+    if _default is not None:
+        raise ValueError("client.login() may be called only once, before any other function of "
+                         "determined.experimental.client; to act as another user, create a Determined(...) object")
+    _default = Determined(master, user, password, cert_path, cert_name, noverify)
+
+
+def logout() -> None:
+    """Revoke the default session's token; the next function call logs in afresh."""
+    global _default
+    current, _default = _default, None
+    (current or Determined()).logout()
+
+
+def whoami() -> User:
+    return _client().whoami()
+
+
+def get_session_username() -> str:
+    return _client().get_session_username()
+
+
+def create_experiment(config: Union[str, Any, Dict[str, Any]], model_dir: Optional[str] = None,
+                      includes: Optional[Sequence[str]] = None, project_id: Optional[int] = None,
+                      template: Optional[str] = None) -> Experiment:
+    return _client().create_experiment(config, model_dir, includes, project_id, template)
+
+
+def get_experiment(experiment_id: int) -> Experiment:
+    return _client().get_experiment(experiment_id)
+
+
+def list_experiments(sort_by: Optional[ExperimentSortBy] = None, order_by: Optional[OrderBy] = None,
+                     experiment_ids: Optional[List[int]] = None, labels: Optional[List[str]] = None,
+                     users: Optional[List[str]] = None, states: Optional[List[ExperimentState]] = None,
+                     name: Optional[str] = None, project_id: Optional[int] = None) -> List[Experiment]:
+    return _client().list_experiments(sort_by, order_by, experiment_ids, labels, users, states, name, project_id)
+
+
+def get_trial(trial_id: int) -> Trial:
+    return _client().get_trial(trial_id)
+
+
+def get_checkpoint(uuid: str) -> Checkpoint:
+    return _client().get_checkpoint(uuid)
+
+
+def create_model(name: str, description: Optional[str] = "", metadata: Optional[Dict[str, Any]] = None,
+                 labels: Optional[List[str]] = None) -> Model:
+    return _client().create_model(name, description, metadata, labels)
+
+
+def get_model(identifier: Union[str, int]) -> Model:
+    return _client().get_model(identifier)
+
+
+def get_model_by_id(model_id: int) -> Model:
+    return _client().get_model_by_id(model_id)
+
+
+def list_models(sort_by: ModelSortBy = ModelSortBy.NAME, order_by: OrderBy = OrderBy.ASCENDING,
+                name: Optional[str] = None, description: Optional[str] = None, model_id: Optional[int] = None,
+                workspace_names: Optional[List[str]] = None, workspace_ids: Optional[List[int]] = None) -> List[Model]:
+    return _client().list_models(sort_by, order_by, name, description, model_id, workspace_names, workspace_ids)
+
+
+def get_models(sort_by: ModelSortBy = ModelSortBy.NAME, order_by: OrderBy = OrderBy.ASCENDING, name: str = "",
+               description: str = "") -> List[Model]:
+    return _client().get_models(sort_by, order_by, name, description)
+
+
+def get_model_labels() -> List[str]:
+    return _client().get_model_labels()
+
+
+def create_user(username: str, admin: bool = False, password: Optional[str] = None, remote: bool = False) -> User:
+    return _client().create_user(username, admin, password, remote)
+
+
+def get_user_by_id(user_id: int) -> User:
+    return _client().get_user_by_id(user_id)
+
+
+def get_user_by_name(user_name: str) -> User:
+    return _client().get_user_by_name(user_name)
+
+
+def list_users(active: Optional[bool] = None) -> List[User]:
+    return _client().list_users(active)
+
+
+def iter_trials_metrics(trial_ids: List[int], group: str) -> Iterator[TrialMetrics]:
+    return _client().iter_trials_metrics(trial_ids, group)
+
+
+def stream_trials_metrics(trial_ids: List[int], group: str) -> Iterator[TrialMetrics]:
+    return _client().stream_trials_metrics(trial_ids, group)
+
+
+def stream_trials_training_metrics(trial_ids: List[int]) -> Iterator[TrainingMetrics]:
+    return _client().stream_trials_training_metrics(trial_ids)
+
+
+def stream_trials_validation_metrics(trial_ids: List[int]) -> Iterator[ValidationMetrics]:
+    return _client().stream_trials_validation_metrics(trial_ids)
+
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointSortBy",
+    "CheckpointState",
+    "CheckpointTrainingMetadata",
+    "Determined",
+    "DownloadMode",
+    "Experiment",
+    "ExperimentReference",
+    "ExperimentSortBy",
+    "ExperimentState",
+    "Model",
+    "ModelOrderBy",
+    "ModelSortBy",
+    "ModelVersion",
+    "OrderBy",
+    "Project",
+    "TrainingMetrics",
+    "Trial",
+    "TrialMetrics",
+    "TrialReference",
+    "TrialSortBy",
+    "TrialState",
+    "UsageError",
+    "User",
+    "ValidationMetrics",
+    "Workspace",
+    "create_experiment",
+    "create_model",
+    "create_user",
+    "create_workspace",
+    "delete_workspace",
+    "get_checkpoint",
+    "get_experiment",
+    "get_model",
+    "get_model_by_id",
+    "get_model_labels",
+    "get_models",
+    "get_session_username",
+    "get_trial",
+    "get_user_by_id",
+    "get_user_by_name",
+    "get_workspace",
+    "iter_trials_metrics",
+    "list_experiments",
+    "list_models",
+    "list_users",
+    "list_workspaces",
+    "login",
+    "logout",
+    "stream_trials_metrics",
+    "stream_trials_training_metrics",
+    "stream_trials_validation_metrics",
+    "whoami",
+]
 
 
 def create_workspace(name: str) -> Workspace:

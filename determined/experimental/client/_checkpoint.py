@@ -11,7 +11,9 @@ import tempfile
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined import errors
-from determined.experimental.client._common import MasterBound, json_object, string_list
+from determined.experimental.client._common import MasterBound, UsageError, json_object, string_list
+from determined.experimental.client._enums import CheckpointState, DownloadMode, state_of
+from determined.experimental.client._enums import member as enum_member
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
@@ -21,8 +23,23 @@ LOAD_DATA_FILE = "load_data.json"
 CODE_DIR = "code"
 
 
+class CheckpointTrainingMetadata:
+    """Where a checkpoint came from (0.38's `Checkpoint.training`)."""
+
+    def __init__(self, experiment_config: Dict[str, Any], experiment_id: int, trial_id: int,
+                 hparams: Dict[str, Any], validation_metrics: Dict[str, Any]) -> None:
+        self.experiment_config = experiment_config
+        self.experiment_id = experiment_id
+        self.trial_id = trial_id
+        self.hparams = hparams
+        self.validation_metrics = validation_metrics
+
+    def __repr__(self) -> str:
+        return f"CheckpointTrainingMetadata(experiment_id={self.experiment_id}, trial_id={self.trial_id})"
+
+
 class Checkpoint(MasterBound):
-    """A checkpoint of a trial: its files (download, load) and its user metadata."""
+    """A checkpoint of a trial: its files (download, load, delete) and its user metadata."""
 
     def __init__(
         self,
@@ -65,8 +82,57 @@ class Checkpoint(MasterBound):
         self.model_version = model_version
         self.model_name = model_name
         self.metadata = metadata if metadata is not None else {}
-        self.state = state
+        self.state = state_of(CheckpointState, state) if state is not None else None
         self.storage = storage if storage is not None else (experiment_config or {}).get("checkpoint_storage")
+
+    @property
+    def report_time(self) -> Optional[str]:
+        """When the checkpoint was reported (0.38's name of `end_time`)."""
+        return self.end_time
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.experiment_id}.{self.trial_id}"
+
+    @property
+    def training(self) -> CheckpointTrainingMetadata:
+        return CheckpointTrainingMetadata(self.experiment_config, self.experiment_id, self.trial_id, self.hparams,
+                                          self.validation_metrics)
+
+    def _refresh(self, data: Dict[str, Any]) -> None:
+        self.state = state_of(CheckpointState, data.get("state"))
+        self.metadata = data.get("metadata") or {}
+        self.resources = data.get("resources") or {}
+
+    def reload(self) -> None:
+        """Read the checkpoint's state, metadata and files again from the master."""
+        self._refresh(self._session.get(f"/checkpoints/{self.uuid}")["checkpoint"])
+
+    def write_metadata_file(self, path: str) -> None:
+        """Write the checkpoint's metadata (framework, format, experiment, trial, hparams, user metadata) as JSON."""
+        with open(path, "w") as f:
+            json.dump(self._metadata_json(), f, indent=2, sort_keys=True, default=str)
+
+    def delete(self) -> None:
+        """Delete the checkpoint's files from storage; it stays listed, DELETED (not while a model version holds it)."""
+        self._refresh(self._session.delete(f"/checkpoints/{self.uuid}")["checkpoint"])
+
+    def remove_files(self, globs: List[str]) -> None:
+        """Delete the checkpoint's files matching any of `globs` (paths relative to the checkpoint, e.g. "*.pt");
+        the checkpoint becomes PARTIALLY_DELETED (DELETED when no file is left)."""
+        globs = string_list(globs, "globs")
+        self._session.post(f"/checkpoints/{self.uuid}/remove_files", {"globs": globs})
+        self.reload()
+
+    def get_metrics(self, group: Optional[str] = None) -> Iterator[Any]:
+        """The metrics its trial reported up to this checkpoint's batch (`group`: only that group; default all)."""
+        from determined.experimental.client import _metrics
+
+        groups = [group] if group is not None else _metrics.groups_of(self._session, self.trial_id)
+        for g in groups:
+            for m in _metrics.trial_metrics(self._session, self.trial_id, g):
+                if m.steps_completed <= int(self.batch_number or 0):
+                    yield m
 
     @classmethod
     def _from_json(
@@ -111,29 +177,42 @@ class Checkpoint(MasterBound):
         """The validation metrics at this checkpoint's batch ({} when it was not validated)."""
         return dict(((self.validation or {}).get("metrics") or {}).get("validationMetrics") or {})
 
-    def download(self, path: Optional[str] = None) -> str:
+    def download(self, path: Optional[str] = None, mode: DownloadMode = DownloadMode.AUTO) -> str:
         """Download checkpoint to local storage.
 
         The files go to `path`, by default ``checkpoints/<uuid>`` under the current directory, with
         ``metadata.json`` and, when the checkpoint holds none, the experiment's model definition in ``code/``.
-        A directory that already holds ``metadata.json`` is taken as downloaded.
+        A directory that already holds ``metadata.json`` is taken as downloaded. `mode`: DIRECT reads the
+        checkpoint storage from this machine, MASTER has the master stream the files, AUTO (default) DIRECT when
+        the storage's settings are known here (no hidden secrets) and readable, else MASTER.
         """
+        mode = enum_member(DownloadMode, mode, "mode")
         local = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
         if (local / METADATA_FILE).exists():
             return str(local)
-        if self.state is not None and self.state != "COMPLETED":
+        if self.state is not None and self.state not in ("COMPLETED", "PARTIALLY_DELETED"):
             raise errors.DeterminedError(
-                f"checkpoint {self.uuid} is {self.state}: only COMPLETED checkpoints have files to download"
+                f"checkpoint {self.uuid} is {_text(self.state)}: only COMPLETED (or PARTIALLY_DELETED) checkpoints "
+                "have files to download"
             )
-        local.mkdir(parents=True, exist_ok=True)
         from determined.config import redaction
 
-        if redaction.hidden_values(self.storage):
+        hidden = redaction.hidden_values(self.storage)
+        if mode is DownloadMode.DIRECT and hidden:
+            raise UsageError(f"checkpoint {self.uuid}: its storage's secrets are kept by the master, so this machine "
+                             "cannot read the storage directly; use mode=DownloadMode.MASTER (or AUTO)")
+        local.mkdir(parents=True, exist_ok=True)
+        if mode is DownloadMode.MASTER or hidden:
             self._download_through_master(local)
         else:
             from determined.storage import build_storage_manager
 
-            build_storage_manager(self.storage).download(self.uuid, str(local))
+            try:
+                build_storage_manager(self.storage).download(self.uuid, str(local))
+            except errors.DeterminedError:
+                if mode is DownloadMode.DIRECT:
+                    raise
+                self._download_through_master(local)  # AUTO: storage not readable from here
         if not (local / CODE_DIR).exists():
             self._write_code(local)
         # Written last: its presence marks a complete download.
@@ -255,6 +334,10 @@ class Checkpoint(MasterBound):
         keys = string_list(keys, "keys")
         answer = self._session.request("DELETE", f"/checkpoints/{self.uuid}/metadata", params={"keys": keys})
         self.metadata = answer["checkpoint"].get("metadata") or {}
+
+
+def _text(state: Any) -> str:
+    return str(getattr(state, "value", state))
 
 
 def _framework_of(ckpt: pathlib.Path) -> str:

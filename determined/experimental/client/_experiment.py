@@ -1,25 +1,66 @@
-"""ExperimentReference: the checkpoints of one experiment."""
+"""Experiment (0.38; `ExperimentReference` is its 0.13 name): one experiment's state, settings, trials and
+checkpoints."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+import base64
+import pathlib
+import time
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
+from determined import errors
 from determined.experimental.client import _ranking
 from determined.experimental.client._checkpoint import Checkpoint
-from determined.experimental.client._common import MasterBound, UsageError
+from determined.experimental.client._common import Connection, MasterBound, UsageError
+from determined.experimental.client._enums import (CheckpointSortBy, ExperimentState, OrderBy, TrialSortBy, member,
+                                                   state_of)
+from determined.experimental.client._trial import Trial
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
 
+TERMINAL = ("COMPLETED", "CANCELED", "ERROR", "DELETED")
 
-class ExperimentReference(MasterBound):
-    """An experiment of the master, for querying its checkpoints."""
 
-    def __init__(self, experiment_id: int, master: Optional[str] = None, *, _session: Optional[Session] = None) -> None:
+class Experiment(MasterBound):
+    """An experiment of the master. `config`, `state`, `name`, `description`, `notes`, `labels`, `archived`,
+    `progress` and `owner` are cached from the last `reload()` (the SDK's getters reload it)."""
+
+    def __init__(self, experiment_id: int, master: Optional[str] = None, *,
+                 _session: "Optional[Session | Connection]" = None) -> None:
         super().__init__(master, _session)
         self.id = experiment_id
+        self.config: Optional[Dict[str, Any]] = None
+        self.state: Any = None
+        self.name: Optional[str] = None
+        self.description: Optional[str] = None
+        self.notes: Optional[str] = None
+        self.labels: Optional[List[str]] = None
+        self.archived: Optional[bool] = None
+        self.progress: Optional[float] = None
+        self.owner: Optional[str] = None
+        self.project_id: Optional[int] = None
+        self.workspace_id: Optional[int] = None
 
     def __repr__(self) -> str:
-        return f"ExperimentReference(id={self.id})"
+        return f"Experiment(id={self.id})"
+
+    def _update(self, e: Dict[str, Any]) -> "Experiment":
+        self.config = e.get("config")
+        self.state = state_of(ExperimentState, e.get("state"))
+        self.name = e.get("name")
+        self.description = e.get("description")
+        self.notes = e.get("notes") or ""
+        self.labels = list(e.get("labels") or [])
+        self.archived = bool(e.get("archived"))
+        self.progress = e.get("progress")
+        self.owner = e.get("owner")
+        self.project_id = e.get("project_id", self.project_id)
+        self.workspace_id = e.get("workspace_id", self.workspace_id)
+        return self
+
+    def reload(self) -> None:
+        """Read the experiment's state and settings again from the master."""
+        self._update(self._session.get(f"/experiments/{self.id}")["experiment"])
 
     def move_to_project(self, workspace_name: str, project_name: str) -> None:
         """Move the experiment to the project `project_name` of workspace `workspace_name` (its owner or an admin;
@@ -31,7 +72,144 @@ class ExperimentReference(MasterBound):
         self.project_id, self.workspace_id = project.id, project.workspace_id
 
     def _config(self) -> Dict[str, Any]:
-        return self._session.get(f"/experiments/{self.id}")["experiment"]["config"]
+        self.reload()
+        return self.config or {}
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _post(self, action: str, work: bool = False) -> None:
+        session = self._connection.for_work() if work else self._session
+        self._update(session.post(f"/experiments/{self.id}/{action}")["experiment"])
+
+    def activate(self) -> None:
+        """Activate (resume) a paused experiment. With no master running on the local data dir, this process
+        becomes it and runs the experiment in the background."""
+        self._post("activate", work=True)
+
+    def pause(self) -> None:
+        """Pause the experiment: its running trials checkpoint and stop."""
+        self._post("pause")
+
+    def cancel(self) -> None:
+        """Cancel the experiment: its running trials checkpoint and stop for good."""
+        self._post("cancel")
+
+    def kill(self) -> None:
+        """Kill the experiment's trials at once."""
+        self._post("kill")
+
+    def archive(self) -> None:
+        """Archive an ended experiment (hidden from listings unless asked for)."""
+        self._post("archive")
+
+    def unarchive(self) -> None:
+        self._post("unarchive")
+
+    def delete(self) -> None:
+        """Delete an ended experiment with its checkpoints (files too), metrics and logs (not while one of its
+        checkpoints is a version in the model registry)."""
+        self._session.delete(f"/experiments/{self.id}")
+        self.state = ExperimentState.DELETED
+
+    def wait(self, interval: float = 5.0) -> ExperimentState:
+        """Wait until the experiment ends (COMPLETED, CANCELED, ERROR, DELETED) and return that state; polls every
+        `interval` seconds. A PAUSED experiment raises ValueError: it would never end by itself."""
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
+            raise UsageError(f"interval must be a positive number of seconds, not {interval!r}")
+        while True:
+            try:
+                self.reload()
+            except errors.NotFoundError:
+                self.state = ExperimentState.DELETED
+            if self.state in TERMINAL:
+                return self.state  # type: ignore[no-any-return]
+            if self.state == ExperimentState.PAUSED:
+                raise ValueError(f"experiment {self.id} is PAUSED; activate it (Experiment.activate()) before waiting "
+                                 "for it to end")
+            time.sleep(interval)
+
+    # ------------------------------------------------------------ settings
+
+    def _patch(self, body: Dict[str, Any]) -> None:
+        self._update(self._session.patch(f"/experiments/{self.id}", body)["experiment"])
+
+    def set_name(self, name: str) -> None:
+        self._patch({"name": name})
+
+    def set_description(self, description: str) -> None:
+        self._patch({"description": description})
+
+    def set_notes(self, notes: str) -> None:
+        self._patch({"notes": notes})
+
+    def set_labels(self, labels: List[str]) -> None:
+        """Replace the experiment's labels."""
+        if isinstance(labels, str) or not isinstance(labels, (list, tuple, set)):
+            raise UsageError(f"labels must be a list of strings, not {labels!r}")
+        self._patch({"labels": list(labels)})
+
+    def add_label(self, label: str) -> None:
+        self.reload()
+        if label not in (self.labels or []):
+            self._patch({"labels": list(self.labels or []) + [label]})
+
+    def remove_label(self, label: str) -> None:
+        self.reload()
+        self._patch({"labels": [x for x in self.labels or [] if x != label]})
+
+    def download_code(self, output_dir: Optional[str] = None) -> str:
+        """Save the experiment's model definition as `exp-<id>_model_def.tar.gz` in `output_dir` (default: the
+        current directory); returns the file's path."""
+        b64 = self._session.get(f"/experiments/{self.id}/model_def")["b64_tgz"]
+        folder = pathlib.Path(output_dir).expanduser() if output_dir else pathlib.Path(".")
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"exp-{self.id}_model_def.tar.gz"
+        path.write_bytes(base64.b64decode(b64))
+        return str(path)
+
+    # ------------------------------------------------------------ trials
+
+    def list_trials(self, sort_by: TrialSortBy = TrialSortBy.ID,
+                    order_by: OrderBy = OrderBy.ASCENDING) -> List[Trial]:
+        """The experiment's trials, sorted."""
+        return list(self.iter_trials(sort_by, order_by))
+
+    def iter_trials(self, sort_by: TrialSortBy = TrialSortBy.ID, order_by: OrderBy = OrderBy.ASCENDING,
+                    limit: Optional[int] = None) -> Iterator[Trial]:
+        key = member(TrialSortBy, sort_by, "sort_by").value
+        descending = member(OrderBy, order_by, "order_by") is OrderBy.DESCENDING
+        trials = self._session.get(f"/experiments/{self.id}")["trials"]
+        present = [t for t in trials if t.get(key) is not None]
+        present.sort(key=lambda t: (t[key], t["id"]), reverse=descending)
+        ordered = present + [t for t in trials if t.get(key) is None]  # unknown values last either way
+        for t in ordered[:limit]:
+            yield Trial(t["id"], self._master, _session=self._connection)._update(t)
+
+    def get_trials(self, sort_by: TrialSortBy = TrialSortBy.ID, order_by: OrderBy = OrderBy.ASCENDING) -> List[Trial]:
+        """Deprecated name of list_trials."""
+        return self.list_trials(sort_by, order_by)
+
+    def await_first_trial(self, interval: float = 0.1) -> Trial:
+        """Wait until the experiment has a trial and return the first one."""
+        while True:
+            trials = self.list_trials()
+            if trials:
+                return trials[0]
+            self.reload()
+            if self.state in TERMINAL:
+                raise errors.DeterminedError(f"experiment {self.id} ended ({self.state}) without creating a trial")
+            time.sleep(interval)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def list_checkpoints(self, sort_by: "Optional[str | CheckpointSortBy]" = None,
+                         order_by: Optional[OrderBy] = None, max_results: Optional[int] = None) -> List[Checkpoint]:
+        """The experiment's COMPLETED checkpoints, sorted by `sort_by` (a CheckpointSortBy or a validation metric's
+        name) in `order_by` order (give both or neither; default: the searcher's metric, best first); at most
+        `max_results`."""
+        config = self._config()
+        checkpoints = self._session.get(f"/experiments/{self.id}/checkpoints", {"states": "COMPLETED"})["checkpoints"]
+        return list_checkpoints(self._connection, self._master, checkpoints, config, sort_by, order_by, max_results)
 
     def top_checkpoint(self, sort_by: Optional[str] = None, smaller_is_better: Optional[bool] = None) -> Checkpoint:
         """The checkpoint with the best validation metric (`sort_by`, default the searcher's metric)."""
@@ -53,4 +231,42 @@ class ExperimentReference(MasterBound):
         best = _ranking.best_per_trial(checkpoints, metric, sib)
         if not best:
             raise _ranking.none_found(f"experiment {self.id}", metric, checkpoints)
-        return [Checkpoint._from_json(c, config, self._session, self._master) for c in best[:limit]]
+        return [Checkpoint._from_json(c, config, self._connection, self._master) for c in best[:limit]]
+
+
+ExperimentReference = Experiment  # the 0.13 name
+
+
+def list_checkpoints(connection: Connection, master: str, checkpoints: List[Dict[str, Any]], config: Dict[str, Any],
+                     sort_by: Any, order_by: Any, max_results: Optional[int]) -> List[Checkpoint]:
+    """COMPLETED `checkpoints` sorted as Experiment/Trial.list_checkpoints say."""
+    if (sort_by is None) != (order_by is None):
+        raise UsageError("list_checkpoints() takes sort_by and order_by together, or neither (the searcher's metric "
+                         "and direction)")
+    if max_results is not None and (isinstance(max_results, bool) or not isinstance(max_results, int)
+                                    or max_results < 1):
+        raise UsageError(f"max_results must be a positive integer, not {max_results!r}")
+    completed = [c for c in checkpoints if c.get("state") == "COMPLETED"]
+    searcher = config.get("searcher") or {}
+    if sort_by is None or (isinstance(sort_by, CheckpointSortBy) and sort_by is CheckpointSortBy.SEARCHER_METRIC):
+        metric = str(searcher.get("metric"))
+        sib = bool(searcher.get("smaller_is_better", True))
+        if order_by is not None:
+            sib = member(OrderBy, order_by, "order_by") is OrderBy.ASCENDING
+        ordered = _by_metric(completed, metric, sib)
+    elif isinstance(sort_by, CheckpointSortBy):
+        descending = member(OrderBy, order_by, "order_by") is OrderBy.DESCENDING
+        key = sort_by.value
+        ordered = sorted(completed, key=lambda c: (c.get(key) is None, c.get(key) or 0, c["uuid"]), reverse=descending)
+    elif isinstance(sort_by, str) and sort_by:
+        ordered = _by_metric(completed, sort_by, member(OrderBy, order_by, "order_by") is OrderBy.ASCENDING)
+    else:
+        raise UsageError(f"sort_by must be a CheckpointSortBy or a validation metric's name, not {sort_by!r}")
+    return [Checkpoint._from_json(c, config, connection, master) for c in ordered[:max_results]]
+
+
+def _by_metric(checkpoints: List[Dict[str, Any]], metric: str, ascending: bool) -> List[Dict[str, Any]]:
+    """Checkpoints with the metric first (best first by `ascending`), then the others by batch."""
+    ranked = _ranking.ranked(checkpoints, metric, ascending)
+    seen = {c["uuid"] for c in ranked}
+    return ranked + [c for c in checkpoints if c["uuid"] not in seen]

@@ -1,26 +1,114 @@
-"""TrialReference: the checkpoints of one trial."""
+"""Trial (0.38; `TrialReference` is its 0.13 name): a trial's state, logs, metrics and checkpoints."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined import errors
-from determined.experimental.client import _ranking
+from determined.experimental.client import _metrics, _ranking
 from determined.experimental.client._checkpoint import Checkpoint
-from determined.experimental.client._common import MasterBound, UsageError
+from determined.experimental.client._common import Connection, MasterBound, UsageError
+from determined.experimental.client._enums import CheckpointSortBy, OrderBy, TrialState, state_of
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
+    from determined.experimental.client._experiment import Experiment
 
 
-class TrialReference(MasterBound):
-    """A trial of the master, for querying its checkpoints."""
+class Trial(MasterBound):
+    """A trial of the master: its state (`reload()` refreshes the cached `experiment_id`, `hparams`, `state`,
+    `summary_metrics`), logs, metrics and checkpoints."""
 
-    def __init__(self, trial_id: int, master: Optional[str] = None, *, _session: Optional[Session] = None) -> None:
+    def __init__(self, trial_id: int, master: Optional[str] = None, *,
+                 _session: "Optional[Session | Connection]" = None) -> None:
         super().__init__(master, _session)
         self.id = trial_id
+        self.experiment_id: Optional[int] = None
+        self.hparams: Optional[Dict[str, Any]] = None
+        self.state: Any = None
+        self.summary_metrics: Optional[Dict[str, Any]] = None
+        self.total_batches: Optional[int] = None
 
     def __repr__(self) -> str:
-        return f"TrialReference(id={self.id})"
+        return f"Trial(id={self.id})"
+
+    def _update(self, t: Dict[str, Any]) -> "Trial":
+        self.experiment_id = t["experiment_id"]
+        self.hparams = t.get("hparams")
+        self.state = state_of(TrialState, t.get("state"))
+        self.total_batches = t.get("total_batches")
+        self.summary_metrics = {"best_validation": t.get("best_validation"),
+                                "latest_validation": t.get("latest_validation")}
+        return self
+
+    def reload(self) -> None:
+        """Read the trial's state, hyperparameters and summary metrics again."""
+        self._update(self._session.get(f"/trials/{self.id}")["trial"])
+
+    def get_experiment(self) -> "Experiment":
+        """The experiment of this trial."""
+        from determined.experimental.client._experiment import Experiment
+
+        if self.experiment_id is None:
+            self.reload()
+        exp = Experiment(int(self.experiment_id or 0), self._master, _session=self._connection)
+        exp.reload()
+        return exp
+
+    def kill(self) -> None:
+        """Kill the trial at once (its experiment goes on with its other trials)."""
+        self._update(self._session.post(f"/trials/{self.id}/kill")["trial"])
+
+    def iter_logs(self, follow: bool = False, *, head: Optional[int] = None, tail: Optional[int] = None,
+                  container_ids: Optional[List[str]] = None, rank_ids: Optional[List[int]] = None,
+                  stdtypes: Optional[List[str]] = None, min_level: Any = None, timestamp_before: Any = None,
+                  timestamp_after: Any = None, sources: Optional[List[str]] = None,
+                  search_text: Optional[str] = None) -> Iterator[str]:
+        """The trial's log lines (each ending in a newline): the first `head`, the last `tail`, or all; with
+        `follow`, then new lines until the trial ends. Filters: `rank_ids` (a `[rank=N]` prefix), `stdtypes`
+        (stdout, stderr), `min_level` (TRACE ... CRITICAL, or a LogLevel), `timestamp_before`/`_after` (ISO
+        times), `sources` (trial, master) and `search_text`. `container_ids` is accepted and ignores nothing:
+        trials here run in processes, not containers."""
+        from determined.experimental import _logs
+
+        del container_ids
+        for line in _logs.trial_logs(self._session, self.id, follow=follow, head=head, tail=tail, rank_ids=rank_ids,
+                                     stdtypes=stdtypes, min_level=min_level, timestamp_before=timestamp_before,
+                                     timestamp_after=timestamp_after, sources=sources, search_text=search_text):
+            yield line["message"] + "\n"
+
+    def logs(self, follow: bool = False, **kwargs: Any) -> Iterator[str]:
+        """The trial's log lines (deprecated in 0.38: iter_logs)."""
+        return self.iter_logs(follow, **kwargs)
+
+    def iter_metrics(self, group: str) -> Iterator[_metrics.TrialMetrics]:
+        """The metrics of `group` (training, validation, or a group of report_metrics) the trial reported."""
+        return _metrics.trial_metrics(self._session, self.id, group)
+
+    def stream_metrics(self, group: str) -> Iterator[_metrics.TrialMetrics]:
+        """Deprecated name of iter_metrics."""
+        return self.iter_metrics(group)
+
+    def stream_training_metrics(self) -> Iterator[_metrics.TrainingMetrics]:
+        return self.iter_metrics("training")  # type: ignore[return-value]
+
+    def stream_validation_metrics(self) -> Iterator[_metrics.ValidationMetrics]:
+        return self.iter_metrics("validation")  # type: ignore[return-value]
+
+    def list_checkpoints(self, sort_by: "Optional[str | CheckpointSortBy]" = None,
+                         order_by: Optional[OrderBy] = None, max_results: Optional[int] = None) -> List[Checkpoint]:
+        """The trial's COMPLETED checkpoints, sorted by `sort_by` (a CheckpointSortBy or a validation metric's
+        name) in `order_by` order (give both or neither; default: the searcher's metric, best first)."""
+        from determined.experimental.client._experiment import list_checkpoints
+
+        answer = self._session.get(f"/trials/{self.id}")
+        config = self._session.get(f"/experiments/{answer['trial']['experiment_id']}")["experiment"]["config"]
+        return list_checkpoints(self._connection, self._master, answer["checkpoints"], config, sort_by, order_by,
+                                max_results)
+
+    def get_checkpoints(self, sort_by: Any = None, order_by: Any = None,
+                        max_results: Optional[int] = None) -> List[Checkpoint]:
+        """Deprecated name of list_checkpoints."""
+        return self.list_checkpoints(sort_by, order_by, max_results)
 
     def top_checkpoint(self, sort_by: Optional[str] = None, smaller_is_better: Optional[bool] = None) -> Checkpoint:
         """The trial's checkpoint with the best validation metric (`sort_by`, default the searcher's metric)."""
@@ -63,7 +151,7 @@ class TrialReference(MasterBound):
             if not ranked:
                 raise _ranking.none_found(f"trial {self.id}", metric, checkpoints)
             chosen_ckpt = ranked[0]
-        return Checkpoint._from_json(chosen_ckpt, config, self._session, self._master)
+        return Checkpoint._from_json(chosen_ckpt, config, self._connection, self._master)
 
     def _by_uuid(self, uuid: str) -> Checkpoint:
         data = self._session.get(f"/checkpoints/{uuid}")["checkpoint"]
@@ -73,4 +161,7 @@ class TrialReference(MasterBound):
                 "use Determined().get_checkpoint(uuid) to get any checkpoint"
             )
         config = self._session.get(f"/experiments/{data['experiment_id']}")["experiment"]["config"]
-        return Checkpoint._from_json(data, config, self._session, self._master)
+        return Checkpoint._from_json(data, config, self._connection, self._master)
+
+
+TrialReference = Trial  # the 0.13 name

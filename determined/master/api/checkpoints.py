@@ -4,7 +4,7 @@ from typing import Any, Dict, List, Optional
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 
-from determined.master import auth, reads, registry, serialize
+from determined.master import auth, checkpoint_edits, reads, registry, serialize
 from determined.master.api._deps import json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
 
@@ -34,3 +34,19 @@ def remove_metadata(request: Request, uuid: str, keys: Optional[List[str]] = Que
         ckpt = registry.remove_checkpoint_metadata(s, uuid, keys or [], auth.principal_of(request))
         return {"checkpoint": serialize.checkpoint(s, ckpt)}
 
+
+
+@router.delete("/checkpoints/{uuid}")
+def delete_checkpoint(request: Request, uuid: str) -> Dict[str, Any]:
+    """Delete the checkpoint's files (the owner of its experiment or an admin; not while it is a model version)."""
+    with problems_as_http():
+        checkpoint_edits.delete_checkpoint(master_of(request), uuid, auth.principal_of(request))
+    with problems_as_http(), master_of(request).read() as s:
+        return {"checkpoint": serialize.checkpoint(s, registry.get_checkpoint(s, uuid))}
+
+
+@router.post("/checkpoints/{uuid}/remove_files")
+def remove_files(request: Request, uuid: str, body: Any = Body(None)) -> Dict[str, Any]:
+    """Remove the files matching `{"globs": [...]}`; the checkpoint becomes PARTIALLY_DELETED (DELETED if empty)."""
+    with problems_as_http():
+        return checkpoint_edits.remove_files(master_of(request), uuid, body, auth.principal_of(request))

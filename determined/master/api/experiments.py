@@ -5,7 +5,8 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import Response
 
 from determined.config.storage import with_gc_policy
-from determined.master import actions, auth, gc, reads, registry, serialize, states, workspaces
+from determined.master import (actions, auth, experiment_edits, gc, reads, registry, serialize, states, templates,
+                               workspaces)
 from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
 from determined.master.experiment import get_experiment
@@ -21,7 +22,11 @@ def create_experiment(request: Request, body: Dict[str, Any] = Body(...)) -> Dic
     with problems_as_http():
         if "config" not in body:
             raise RequestProblem(400, "the request needs a config", ["config: required (the experiment config as an object)"])
-        config = actions.canonical_config(body["config"], str(master.data_dir))
+        raw = body["config"]
+        if body.get("template") is not None:  # a stored template under the config (Determined 0.38's merge)
+            with master.read() as s:
+                raw = templates.merge_under(s, body["template"], raw)
+        config = actions.canonical_config(raw, str(master.data_dir))
         storage = master.storage_problems(config.get("checkpoint_storage"))
         if storage:
             raise RequestProblem(400, "checkpoint storage outside this master's storage roots", storage)
@@ -138,20 +143,52 @@ def _int_or_text(value: str) -> Any:
 
 @router.patch("/experiments/{experiment_id}", dependencies=[Depends(auth.experiment_owner_only)])
 def patch_experiment(request: Request, experiment_id: int, body: Any = Body(None)) -> Dict[str, Any]:
-    """Change the GC settings (`{"checkpoint_storage": {"save_*": N}}`); an ended experiment is collected at once."""
+    """Change the GC settings (`{"checkpoint_storage": {"save_*": N}}`; an ended experiment is collected at once),
+    the name, description, labels, notes, and `resources` `max_slots`/`weight`/`priority`."""
     master = master_of(request)
     with problems_as_http():
-        fields = registry.check_body(body, ("checkpoint_storage",), "experiment update")
+        fields = registry.check_body(body, ("checkpoint_storage",) + experiment_edits.FIELDS, "experiment update")
+        problems = experiment_edits.check_update(fields)
+        if problems:
+            raise RequestProblem(400, "invalid experiment update", problems)
         policy = gc.check_policy(fields["checkpoint_storage"]) if "checkpoint_storage" in fields else {}
         with master.write() as s:
             exp = get_experiment(s, experiment_id)
+            experiment_edits.apply_update(exp, fields)
             if policy:
                 exp.config = {**exp.config,
                               "checkpoint_storage": with_gc_policy(exp.config.get("checkpoint_storage") or {}, **policy)}
             terminal = exp.state in states.EXPERIMENT_TERMINAL
-        deleted = gc.run_gc(master, experiment_id) if terminal else []
+        settings_only = bool(set(fields) - {"checkpoint_storage"})  # a rename or new labels collects nothing
+        deleted = gc.run_gc(master, experiment_id) if terminal and not settings_only else []
         with master.read() as s:
             return {"experiment": serialize.experiment(s, get_experiment(s, experiment_id)), "deleted": deleted}
+
+
+@router.post("/experiments/{experiment_id}/continue", dependencies=[Depends(auth.experiment_owner_only)])
+def continue_experiment(request: Request, experiment_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+    """Continue an ended single/random/grid experiment (`{"override_config": {...}}`, single only): its trials
+    that did not complete train on from their latest checkpoint."""
+    master = master_of(request)
+    with problems_as_http():
+        fields = registry.check_body(body, ("override_config",), "continue")
+        with master.write() as s:
+            exp = experiment_edits.continue_experiment(s, experiment_id, fields.get("override_config"),
+                                                       str(master.data_dir))
+            storage = master.storage_problems(exp.config.get("checkpoint_storage"))
+            if storage:
+                raise RequestProblem(400, "checkpoint storage outside this master's storage roots", storage)
+            s.flush()
+            return {"experiment": serialize.experiment(s, exp)}
+
+
+@router.delete("/experiments/{experiment_id}", dependencies=[Depends(auth.experiment_owner_only)])
+def delete_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
+    """Delete an ended experiment, its checkpoints' files and everything it stored (refused while a checkpoint of
+    it is a registered model version)."""
+    with problems_as_http():
+        deleted = experiment_edits.delete_experiment(master_of(request), experiment_id, auth.principal_of(request))
+    return {"deleted_checkpoints": deleted}
 
 
 @router.get("/experiments/{experiment_id}/model_def")

@@ -69,3 +69,27 @@ def register_version(request: Request, name: str, body: Any = Body(None)) -> Dic
             return {"version": serialize.model_version(s, model, version)}
     except IntegrityError:  # a concurrent registration took the same version number
         raise http_error(RequestProblem(409, f"model {name!r} changed during the registration; try again")) from None
+
+
+@router.patch("/models/{name}/versions/{version}")
+def update_version(request: Request, name: str, version: int, body: Any = Body(None)) -> Dict[str, Any]:
+    """Change a version's name, comment, notes or metadata (the model's owner or an admin)."""
+    with problems_as_http(), master_of(request).write() as s:
+        model = registry.get_model(s, name)
+        row = registry.update_version(s, model, version, body, auth.principal_of(request))
+        return {"version": serialize.model_version(s, model, row)}
+
+
+@router.delete("/models/{name}/versions/{version}")
+def delete_version(request: Request, name: str, version: int) -> Dict[str, Any]:
+    with problems_as_http(), master_of(request).write() as s:
+        registry.delete_version(s, registry.get_model(s, name), version, auth.principal_of(request))
+    return {}
+
+
+@router.delete("/models/{name}")
+def delete_model(request: Request, name: str) -> Dict[str, Any]:
+    """Delete a model and its versions; the checkpoints stay (the owner or an admin)."""
+    with problems_as_http(), master_of(request).write() as s:
+        registry.delete_model(s, registry.get_model(s, name), auth.principal_of(request))
+    return {}

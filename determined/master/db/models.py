@@ -37,6 +37,7 @@ class Experiment(Base):
     checkpoint_gc_done: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
     # the project it belongs to (migration 0008 put older experiments into the default project, id 1)
     project_id: Mapped[Optional[int]] = mapped_column(ForeignKey("projects.id"), nullable=True, index=True, default=1)
+    notes: Mapped[Optional[str]] = mapped_column(Text, nullable=True)  # the SDK's set_notes (0.38)
 
 
 class Trial(Base):
@@ -177,6 +178,8 @@ class Model(Base):
     # the workspace it belongs to (migration 0008 put older models into the default workspace, id 1)
     workspace_id: Mapped[Optional[int]] = mapped_column(ForeignKey("workspaces.id"), nullable=True, index=True,
                                                         default=1)
+    labels: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)  # 0.38: a list of strings
+    archived: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
 
 
 class ModelVersion(Base):
@@ -190,6 +193,24 @@ class ModelVersion(Base):
     version: Mapped[int] = mapped_column(Integer)
     checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid"), index=True)
     creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    name: Mapped[Optional[str]] = mapped_column(String(256), nullable=True)  # 0.38's set_name, comment, set_notes
+    comment: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    notes: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    metadata_: Mapped[Optional[Any]] = mapped_column("metadata", JSON, nullable=True)
+
+
+class ConfigTemplate(Base):
+    """A named config template (`det template`): merged under the config of an experiment created with it."""
+
+    __tablename__ = "config_templates"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), unique=True)
+    config: Mapped[Any] = mapped_column(JSON)
+    owner: Mapped[str] = mapped_column(String(128), default="")
+    owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
+    creation_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    last_updated_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
 
 
 class User(Base):

@@ -1,0 +1,53 @@
+"""User: an account of the master (0.38's `client.User`)."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from determined.experimental.client._common import Connection, UsageError
+
+
+class User:
+    """An account: `username`, `user_id`, `admin`, `active`."""
+
+    def __init__(self, user_id: int, username: str, admin: bool, active: bool,
+                 _connection: Optional[Connection] = None) -> None:
+        self.user_id = user_id
+        self.username = username
+        self.admin = admin
+        self.active = active
+        self.display_name: Optional[str] = None
+        self.remote = False
+        self._connection = _connection
+
+    @classmethod
+    def _from_json(cls, data: Dict[str, Any], connection: Connection) -> "User":
+        return cls(int(data["id"]), data["username"], bool(data.get("admin")), bool(data.get("active", True)),
+                   connection)
+
+    def __repr__(self) -> str:
+        return f"User(username={self.username!r}, admin={self.admin}, active={self.active})"
+
+    def _patch(self, body: Dict[str, Any]) -> None:
+        if self._connection is None:
+            raise UsageError("this User is not bound to a master; get it from Determined().get_user_by_name()")
+        data = self._connection.session.patch(f"/users/{self.username}", body)["user"]
+        self.admin, self.active = bool(data.get("admin")), bool(data.get("active", True))
+
+    def reload(self) -> None:
+        if self._connection is None:
+            raise UsageError("this User is not bound to a master; get it from Determined().get_user_by_name()")
+        for u in self._connection.session.get("/users")["users"]:
+            if u["username"] == self.username:
+                self.admin, self.active = bool(u.get("admin")), bool(u.get("active", True))
+
+    def activate(self) -> None:
+        self._patch({"active": True})
+
+    def deactivate(self) -> None:
+        self._patch({"active": False})
+
+    def change_password(self, new_password: str) -> None:
+        self._patch({"password": new_password})
+
+    def change_admin(self, admin: bool) -> None:
+        self._patch({"admin": bool(admin)})
