@@ -16,9 +16,9 @@ import pickle
 import shutil
 import sys
 import warnings
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from determined import core, errors
+from determined import core
 from determined._trial_loop import Period, Schedule
 from determined.config import searcher_drives_trials
 from determined.pytorch._context import PyTorchTrialContext, _pick_device
@@ -430,7 +430,7 @@ class Trainer:
         first_batch = 0 if self._core.is_local else int(self._info.steps_completed)
         controller._run_trial(first_batch, latest_checkpoint, restore, train)
 
-    def _length_on_platform(self, max_length: Optional[TrainUnit]) -> "tuple[Optional[TrainUnit], bool]":
+    def _length_on_platform(self, max_length: Optional[TrainUnit]) -> Tuple[Optional[TrainUnit], bool]:
         """The length to train to on the platform, and whether the searcher's operations give it instead."""
         searcher = dict(self._info.config.get("searcher") or {})
         drives = searcher_drives_trials(searcher)

@@ -17,13 +17,13 @@ from determined import core, master, pytorch
 from determined.common.api import Session
 from determined.master.rm import Slots
 from tests.e2e._helpers import wait_for
+from tests.launch.test_script_experiments import ended, logs
 from tests.master._helpers import model_def
 
 import _trainer_script
 from _trainer_script import RegressionTrial
 
 SCRIPT = pathlib.Path(_trainer_script.__file__).read_text()
-TERMINAL = ("COMPLETED", "CANCELED", "ERROR")
 HPARAMS = {"lr": 0.1, "epochs": 3}
 
 
@@ -114,6 +114,30 @@ def test_fit_rules_off_the_platform(tmp_path: pathlib.Path) -> None:
     assert pytorch.Epoch(0).should_stop(7) and pytorch.Batch(3).should_stop(6) and not pytorch.Batch(3).should_stop(0)
 
 
+def test_fit_rules_on_the_platform(tmp_path: pathlib.Path) -> None:
+    """Inside a trial: no test_mode; max_length from the script, else (deprecated) from searcher.max_length."""
+    def trainer(searcher: Dict[str, Any]) -> pytorch.Trainer:
+        config = {"searcher": {"name": "single", "metric": "validation_loss", **searcher}}
+        core_context = core._make_local_context(str(tmp_path), [], config, HPARAMS)
+        core_context._session = object()  # what makes it a trial's context (it is never used here)
+        context = pytorch.PyTorchTrialContext(core_context, config, HPARAMS, 0)
+        return pytorch.Trainer(RegressionTrial(context, HPARAMS), context)
+
+    with pytest.raises(ValueError, match="runs only off the platform"):
+        trainer({}).fit(max_length=pytorch.Batch(1), test_mode=True)
+    with pytest.raises(ValueError, match=r"fit\(max_length=X\) must be set"):
+        trainer({}).fit()
+    asha = {"name": "adaptive_asha", "time_metric": "batches", "max_time": 64}
+    with pytest.warns(FutureWarning, match="searcher.max_length"):
+        assert trainer({**asha, "max_length": {"epochs": 2}})._length_on_platform(None) == (pytorch.Epoch(2), False)
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="a length without a unit"):
+        trainer({**asha, "max_length": 5})._length_on_platform(None)
+    # a searcher that gives the lengths itself (searcher operations, as 0.21-0.37): fit() follows it
+    with pytest.warns(FutureWarning):
+        assert trainer({"max_length": {"batches": 8}})._length_on_platform(None) == (None, True)
+    assert trainer({})._length_on_platform(pytorch.Batch(3)) == (pytorch.Batch(3), False)
+
+
 def test_the_script_runs_as_python_train_py_off_the_platform(tmp_path: pathlib.Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """`python train.py --batches 12`, run in this process (as __main__, with its own argv and working directory)."""
@@ -143,16 +167,6 @@ def _submit(session: Session, config: Dict[str, Any]) -> int:
               "reproducibility": {"experiment_seed": 11}, "entrypoint": "python3 train.py", **config}
     return int(session.post("/experiments", {"config": config, "model_definition": model_def({"train.py": SCRIPT})})
                ["experiment"]["id"])
-
-
-def _logs(session: Session, trial_id: int) -> List[str]:
-    return [e["message"] for e in session.get(f"/trials/{trial_id}/logs", params={"limit": 10000})["logs"]]
-
-
-def _ended(session: Session, exp_id: int, timeout: float = 120) -> Dict[str, Any]:
-    wait_for(lambda: session.get(f"/experiments/{exp_id}")["experiment"]["state"] in TERMINAL, timeout, 0.1,
-             what=f"experiment {exp_id} to end")
-    return dict(session.get(f"/experiments/{exp_id}"))
 
 
 def _trial_id(session: Session, exp_id: int) -> int:
@@ -197,14 +211,14 @@ def test_a_script_entrypoint_trains_and_resumes_exactly_after_a_pause(
     session, experiments = platform
     exp_id = experiments["paused"]
     trial_id = _trial_id(session, exp_id)
-    wait_for(lambda: any("train: waiting to be paused at batch 12" in line for line in _logs(session, trial_id)),
+    wait_for(lambda: any("train: waiting to be paused at batch 12" in line for line in logs(session, trial_id)),
              90, 0.1, what="the script to wait for the pause")
     session.post(f"/experiments/{exp_id}/pause")
     wait_for(lambda: session.get(f"/experiments/{exp_id}")["trials"][0].get("status") == "PAUSED", 60, 0.1,
              what="the paused run to checkpoint and exit")
     session.post(f"/experiments/{exp_id}/activate")
-    paused = _ended(session, exp_id)
-    lines = _logs(session, trial_id)
+    paused = ended(session, exp_id)
+    lines = logs(session, trial_id)
     assert paused["experiment"]["state"] == "COMPLETED", "\n".join(lines[-40:])
     assert paused["trials"][0]["restarts"] == 0
     assert any("restored checkpoint" in line and "training continues from batch 13" in line for line in lines), \
@@ -223,9 +237,9 @@ def test_a_script_entrypoint_trains_and_resumes_exactly_after_a_pause(
 def test_a_script_entrypoint_trains_on_two_slots_through_torch_distributed(
         platform: Tuple[Session, Dict[str, int]]) -> None:
     session, experiments = platform
-    desc = _ended(session, experiments["two_slots"], 180)
+    desc = ended(session, experiments["two_slots"], 180)
     [trial] = desc["trials"]
-    lines = _logs(session, trial["id"])
+    lines = logs(session, trial["id"])
     assert desc["experiment"]["state"] == "COMPLETED", "\n".join(lines[-40:])
     metrics = session.get(f"/trials/{trial['id']}")
     training = metrics["training_metrics"]
