@@ -87,6 +87,27 @@ def test_resuming_from_a_checkpoint_continues_exactly(tmp_path: pathlib.Path) ->
         assert torch.equal(a, b)
 
 
+class StopsAtBatch5(RegressionTrial):
+    def build_callbacks(self) -> Dict[str, pytorch.PyTorchCallback]:
+        context = self.context
+
+        class Stop(pytorch.PyTorchCallback):
+            def on_training_workload_end(self, avg_metrics: Dict[str, Any], batch_metrics: Any) -> None:
+                context.set_stop_requested(avg_metrics["batches"] >= 5)
+
+        return {"stop": Stop()}
+
+
+def test_a_stop_request_checkpoints_and_ends_fit_at_the_next_boundary(tmp_path: pathlib.Path) -> None:
+    with mock.patch.dict(os.environ, {"DET_DATA_DIR": str(tmp_path)}):
+        with pytorch.init(hparams=HPARAMS) as context:
+            pytorch.Trainer(StopsAtBatch5(context, HPARAMS), context).fit(
+                max_length=pytorch.Batch(20), reporting_period=pytorch.Batch(5), checkpoint_policy="none")
+    assert [r["steps_completed"] for r in context.core.train.training_history] == [5]
+    assert [r["steps_completed"] for r in context.core.checkpoint.reported] == [5]
+    assert context.core.train.early_exit_reason == "USER_REQUESTED_STOP"
+
+
 def test_fit_rules_off_the_platform(tmp_path: pathlib.Path) -> None:
     with pytest.raises(ValueError, match=r"fit\(max_length=\.\.\.\) must be set off the platform"):
         _fit(tmp_path)
