@@ -446,6 +446,11 @@ class Trainer:
                 return None, True
             gbs = self._context.get_hparams().get("global_batch_size")
             return TrainUnit._from_searcher_length(searcher["max_length"], gbs), False
+        time_metric, max_time = searcher.get("time_metric"), searcher.get("max_time")
+        if not drives and time_metric in ("batches", "epochs") and max_time is not None and (
+                (time_metric == "batches") != isinstance(max_length, Batch) or max_length.value != max_time):
+            logger.warning("fit(max_length=%r) differs from the search's time_metric %s with max_time %s: trials "
+                           "may end before the top rung, or train past it", max_length, time_metric, max_time)
         if drives:
             logger.warning("fit(max_length=%r): this experiment's searcher (%s with searcher.max_length) sets the "
                            "lengths, as in Determined 0.21-0.37; max_length is not used", max_length,

@@ -2,6 +2,7 @@
 platform in this process and as `python train.py`, and on an embedded master as a script entrypoint (one slot,
 paused and resumed; two slots through determined.launch.torch_distributed)."""
 import json
+import logging
 import os
 import pathlib
 import pickle
@@ -135,7 +136,7 @@ def test_fit_rules_off_the_platform(tmp_path: pathlib.Path) -> None:
     assert pytorch.Epoch(0).should_stop(7) and pytorch.Batch(3).should_stop(6) and not pytorch.Batch(3).should_stop(0)
 
 
-def test_fit_rules_on_the_platform(tmp_path: pathlib.Path) -> None:
+def test_fit_rules_on_the_platform(tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
     """Inside a trial: no test_mode; max_length from the script, else (deprecated) from searcher.max_length."""
     def trainer(searcher: Dict[str, Any]) -> pytorch.Trainer:
         config = {"searcher": {"name": "single", "metric": "validation_loss", **searcher}}
@@ -157,6 +158,9 @@ def test_fit_rules_on_the_platform(tmp_path: pathlib.Path) -> None:
     with pytest.warns(FutureWarning):
         assert trainer({"max_length": {"batches": 8}})._length_on_platform(None) == (None, True)
     assert trainer({})._length_on_platform(pytorch.Batch(3)) == (pytorch.Batch(3), False)
+    with caplog.at_level(logging.WARNING, logger="determined.pytorch"):
+        assert trainer(asha)._length_on_platform(pytorch.Epoch(1)) == (pytorch.Epoch(1), False)
+    assert "differs from the search's time_metric batches with max_time 64" in caplog.text
 
 
 def test_the_script_runs_as_python_train_py_off_the_platform(tmp_path: pathlib.Path,
