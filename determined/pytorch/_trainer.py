@@ -129,6 +129,9 @@ class _FitController(PyTorchTrialController):
     checkpoint holds."""
 
     _test_mode = False
+    _loaded_trial_state: Optional[Dict[str, Any]] = None
+    # The trial's code files (root, files) to copy into every checkpoint's code/, listed at the first checkpoint.
+    _code: Optional[Tuple[pathlib.Path, List[pathlib.Path]]] = None
 
     def _counters(self) -> Dict[str, Any]:
         epoch_len = self._epoch_len
@@ -156,13 +159,20 @@ class _FitController(PyTorchTrialController):
         }
         with open(pathlib.Path(path) / TRIAL_STATE_FILE, "wb") as f:
             pickle.dump(trial_state, f)
-        _copy_code(self.trial_class, pathlib.Path(path) / CODE_DIR)
+        if self._code is None:
+            self._code = _code_files(self.trial_class)
+        root, files = self._code
+        for full in files:
+            dest = pathlib.Path(path) / CODE_DIR / full.relative_to(root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(full, dest)
 
     def _read_checkpoint_extras(self, path: Any, state: Dict[str, Any]) -> None:
         file = pathlib.Path(path) / TRIAL_STATE_FILE
+        self._loaded_trial_state = None
         if file.is_file():
             with open(file, "rb") as f:
-                state["_trial_state"] = pickle.load(f)
+                self._loaded_trial_state = pickle.load(f)
 
     def _resume_from(self, uuid: str) -> None:
         """Load checkpoint `uuid` and set the counters: the platform's when it is the trial's latest checkpoint;
@@ -172,7 +182,7 @@ class _FitController(PyTorchTrialController):
         if not self.core.is_local and uuid == self.core.info.latest_checkpoint:
             self._resume_at_platform_steps(state)
         else:
-            trial_state = state.get("_trial_state")
+            trial_state = self._loaded_trial_state
             if trial_state is not None and trial_state.get("trial_id") == self._own_trial_id():
                 self.steps_completed = int(trial_state.get("batches_trained") or 0)
                 self._last_validation = trial_state.get("last_val")
@@ -197,14 +207,15 @@ def _code_root(trial_class: type) -> Optional[pathlib.Path]:
     return root
 
 
-def _copy_code(trial_class: type, target: pathlib.Path) -> None:
-    """Copy the trial's code directory (honouring .detignore) into a checkpoint's code/, so that
-    load_trial_from_checkpoint_path can import the trial class from the checkpoint alone."""
+def _code_files(trial_class: type) -> Tuple[pathlib.Path, List[pathlib.Path]]:
+    """The trial's code directory and its files (honouring .detignore), which every checkpoint's code/ holds so
+    that load_trial_from_checkpoint_path can import the trial class from the checkpoint alone; no files when the
+    trial comes from an installed package or the directory is too big."""
     from determined.common.context import _ignored, _read_detignore
 
     root = _code_root(trial_class)
     if root is None or any(part in ("site-packages", "dist-packages") for part in root.parts):
-        return
+        return pathlib.Path("."), []
     patterns = _read_detignore(root)
     files: List[pathlib.Path] = []
     size = 0
@@ -223,11 +234,8 @@ def _copy_code(trial_class: type, target: pathlib.Path) -> None:
                     "the checkpoint has no code/: %s (the trial's code directory) holds over %d files or %d MiB; "
                     "list what the trial does not need in a .detignore file there", root, MAX_CODE_FILES,
                     MAX_CODE_BYTES // 2**20)
-                return
-    for full in files:
-        dest = target / full.relative_to(root)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(full, dest)
+                return root, []
+    return root, files
 
 
 def _seed(seed: int) -> None:
