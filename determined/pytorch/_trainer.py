@@ -20,7 +20,9 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from determined import core
 from determined._trial_loop import Period, Schedule
+from determined._execution import _seed_python_and_numpy
 from determined.config import searcher_drives_trials
+from determined.pytorch import _distributed
 from determined.pytorch._context import PyTorchTrialContext, _pick_device
 from determined.pytorch._controller import PyTorchTrialController
 
@@ -238,12 +240,6 @@ def _code_files(trial_class: type) -> Tuple[pathlib.Path, List[pathlib.Path]]:
     return root, files
 
 
-def _seed(seed: int) -> None:
-    from determined._execution import _seed_python_and_numpy
-
-    _seed_python_and_numpy(seed)
-
-
 class _TrainerTrialContext(PyTorchTrialContext):
     """The PyTorchTrialContext of `init()`: hyperparameters are what `init(hparams=...)` was given."""
 
@@ -297,13 +293,12 @@ def init(
                     "launcher, e.g. entrypoint: python3 -m determined.launch.torch_distributed python3 train.py"
                 )
             seed = int(info.trial_seed)
-            _seed(seed)
+            _seed_python_and_numpy(seed)
             PyTorchTrialController.pre_execute_hook(seed, core_context.distributed)
         else:
             config, seed = dict(exp_conf or {}), 0
-            from determined.pytorch import _distributed
-
-            _distributed.init_process_group(core_context.distributed, _pick_device(core_context.distributed.local_rank))
+            distributed_context = core_context.distributed
+            _distributed.init_process_group(distributed_context, _pick_device(distributed_context.local_rank))
         context = _TrainerTrialContext(core_context, config, dict(hparams or {}), seed)
         context._hparams_given = hparams is not None
         context._aggregation_frequency = aggregation_frequency
