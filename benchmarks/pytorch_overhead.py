@@ -1,11 +1,13 @@
-"""Overhead of PyTorchTrial over a hand-written torch training loop (and over Determined 0.38.1's Trainer).
+"""Overhead of PyTorchTrial and of the Trainer API over a hand-written torch training loop (and Determined 0.38.1's).
 
 The same MLP, the same digits data, the same number of batches, batch size and shuffling, one validation
-and one checkpoint at the end, in three ways:
+and one checkpoint at the end, in four ways:
 
 * ``hand``: a plain torch loop (DataLoader, forward, backward, step; loss averaged every 100 batches);
 * ``det``: this project's PyTorchTrial, driven by PyTorchTrialController with a local core context
   (metrics reported every scheduling_unit=100 batches, no checkpoint but the final one);
+* ``trainer``: this project's Trainer API (``det.pytorch.init()`` + ``Trainer.fit``, the same code as the next
+  column), run in this process;
 * ``det-0.38.1``: the PyPI package determined==0.38.1 (``det.pytorch.init()`` + ``Trainer.fit``), in its own
   venv ``benchmarks/.venv-det`` (created when missing), run from a temporary directory holding only this
   script. When it cannot be set up, the reason is printed and the column is skipped.
@@ -141,10 +143,10 @@ def run_det(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) -> float
     return time.perf_counter() - start
 
 
-# -- 3. Determined 0.38.1 (runs inside benchmarks/.venv-det) -------------------------------------------
+# -- 3. the Trainer API: this project's in this process, Determined 0.38.1's inside benchmarks/.venv-det ----
 
 
-def run_det038(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) -> float:
+def run_trainer_api(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) -> float:
     import determined.pytorch as dp
 
     class BenchTrial(dp.PyTorchTrial):
@@ -174,7 +176,8 @@ def run_det038(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) -> fl
 
     torch.manual_seed(SEED)
     start = time.perf_counter()
-    os.chdir(ckpt_dir)  # local-mode checkpoints go under the working directory
+    os.chdir(ckpt_dir)  # local-mode checkpoints go under the working directory (0.38.1) or DET_DATA_DIR (here)
+    os.environ["DET_DATA_DIR"] = ckpt_dir
     with dp.init(hparams=dict(HPARAMS), enable_tensorboard_logging=False) as train_context:
         trial = BenchTrial(train_context)
         trainer = dp.Trainer(trial, train_context)
@@ -233,8 +236,12 @@ def det038_times(arrays: Dict[str, np.ndarray], batches: int, repeats: int) -> T
 
 
 def timed(run: Callable[[Dict[str, np.ndarray], int, str], float], arrays: Dict[str, np.ndarray], batches: int) -> float:
+    cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as ckpt_dir:
-        return run(arrays, batches, ckpt_dir)
+        try:
+            return run(arrays, batches, ckpt_dir)
+        finally:
+            os.chdir(cwd)  # the Trainer API runs in its checkpoint directory
 
 
 def main() -> None:
@@ -253,7 +260,7 @@ def main() -> None:
 
         logging.disable(logging.WARNING)
         arrays = dict(np.load(args.data))
-        times = [timed(run_det038, arrays, args.batches) for _ in range(args.repeats)]
+        times = [timed(run_trainer_api, arrays, args.batches) for _ in range(args.repeats)]
         print("TIMES " + " ".join(f"{t:.6f}" for t in times))
         return
 
@@ -264,15 +271,15 @@ def main() -> None:
     arrays = digits_arrays()
     timed(run_hand, arrays, 200)  # warm-up: imports, allocator, first-call costs
     timed(run_det, arrays, 200)
-    hand, det = [], []
+    timed(run_trainer_api, arrays, 200)
+    hand: List[float] = []
+    det: List[float] = []
+    trainer: List[float] = []
+    columns = [(run_hand, hand), (run_det, det), (run_trainer_api, trainer)]
     for repeat in range(args.repeats):
-        # Alternate which runs first, so that a drift in machine load hits both columns alike.
-        if repeat % 2 == 0:
-            hand.append(timed(run_hand, arrays, args.batches))
-            det.append(timed(run_det, arrays, args.batches))
-        else:
-            det.append(timed(run_det, arrays, args.batches))
-            hand.append(timed(run_hand, arrays, args.batches))
+        # Rotate which runs first, so that a drift in machine load hits every column alike.
+        for run, times in columns[repeat % 3:] + columns[:repeat % 3]:
+            times.append(timed(run, arrays, args.batches))
     det038: List[float] = []
     why = "skipped (--no-det038)"
     if not args.no_det038:
@@ -280,14 +287,16 @@ def main() -> None:
 
     print(f"{args.batches} batches of {HPARAMS['global_batch_size']}, {args.repeats} repeats, "
           f"torch {torch.__version__}, {args.threads} thread(s); seconds per run:")
-    print(f"{'':10}{'hand loop':>12}{'PyTorchTrial':>14}{'det 0.38.1':>12}")
+    print(f"{'':10}{'hand loop':>12}{'PyTorchTrial':>14}{'Trainer':>10}{'det 0.38.1':>12}")
     for name, pick in (("min", min), ("median", statistics.median)):
         old = f"{pick(det038):12.3f}" if det038 else f"{'-':>12}"
-        print(f"{name:10}{pick(hand):12.3f}{pick(det):14.3f}{old}")
-    ratio = statistics.median(det) / statistics.median(hand)
-    paired = statistics.median(d / h for d, h in zip(det, hand))
-    print(f"PyTorchTrial / hand loop: {ratio:.3f} (medians), {min(det) / min(hand):.3f} (minima), "
-          f"{paired:.3f} (median of paired runs)  (target <= 1.05, goal <= 1.02)")
+        print(f"{name:10}{pick(hand):12.3f}{pick(det):14.3f}{pick(trainer):10.3f}{old}")
+    for label, times in (("PyTorchTrial", det), ("Trainer API", trainer)):
+        ratio = statistics.median(times) / statistics.median(hand)
+        paired = statistics.median(d / h for d, h in zip(times, hand))
+        print(f"{label} / hand loop: {ratio:.3f} (medians), {min(times) / min(hand):.3f} (minima), "
+              f"{paired:.3f} (median of paired runs)  (target <= 1.05, goal <= 1.02)")
+    print(f"Trainer API / PyTorchTrial (medians): {statistics.median(trainer) / statistics.median(det):.3f}")
     if det038:
         print(f"det 0.38.1 / hand loop (medians): {statistics.median(det038) / statistics.median(hand):.3f}")
     else:

@@ -25,6 +25,24 @@ def _length_to_batches(length: Any, global_batch_size: int, records_per_epoch: i
     return int(length_to_batches(length, global_batch_size, records_per_epoch))
 
 
+class Period(abc.ABC):
+    """When something happens in a Schedule: `fires(batches)` after the batch that makes `batches` in total."""
+
+    @abc.abstractmethod
+    def fires(self, batches: int) -> bool:
+        """Whether it happens once `batches` batches are trained."""
+
+
+class Schedule:
+    """When a TrialLoop reports training metrics, validates and checkpoints (the Trainer API's periods; None:
+    never), instead of the experiment config's periods."""
+
+    def __init__(self, reporting: Period, validation: Optional[Period], checkpoint: Optional[Period]) -> None:
+        self.reporting = reporting
+        self.validation = validation
+        self.checkpoint = checkpoint
+
+
 class TrialLoop(TrialController):
     """A TrialController that works through the searcher operations batch by batch.
 
@@ -48,6 +66,9 @@ class TrialLoop(TrialController):
         self._last_validation: Optional[int] = None
         self._last_validation_metrics: Optional[Dict[str, Any]] = None
         self._last_checkpoint = 0
+        # When set (the Trainer API's fit()), it decides when to report, validate and checkpoint instead of the
+        # config's scheduling_unit, min_validation_period and min_checkpoint_period.
+        self._schedule: Optional[Schedule] = None
 
     def _read_config(self, config: Dict[str, Any]) -> None:
         gbs = self.context.get_hparams().get("global_batch_size", 0)
@@ -98,7 +119,7 @@ class TrialLoop(TrialController):
         done = self.steps_completed >= op._batches
         validation_due = self._validation_due()
         checkpoint_due = self._checkpoint_due()
-        if stop or done or validation_due or checkpoint_due or self._unreported_batches() >= self._scheduling_unit:
+        if stop or done or validation_due or checkpoint_due or self._report_due():
             self._report_training_metrics()
             # A callback of the report may have asked to stop (at the end of an operation: once it is complete).
             stop = stop or (not done and self._stop_requested_anywhere())
@@ -119,7 +140,8 @@ class TrialLoop(TrialController):
             self._validate_and_maybe_checkpoint()
         if self.steps_completed > self._last_checkpoint:
             self._checkpoint()
-        op.report_completed(self._searcher_metric_value(self._last_validation_metrics or {}))
+        metrics = self._last_validation_metrics or {}
+        op.report_completed(self._searcher_metric_value(metrics) if self._needs_searcher_metric() else None)
 
     # -- stopping ------------------------------------------------------------------------------------
 
@@ -161,11 +183,24 @@ class TrialLoop(TrialController):
 
     # -- periods, policy, searcher metric ------------------------------------------------------------
 
+    def _report_due(self) -> bool:
+        if self._schedule is not None:
+            return self._unreported_batches() > 0 and self._schedule.reporting.fires(self.steps_completed)
+        return self._unreported_batches() >= self._scheduling_unit
+
     def _validation_due(self) -> bool:
+        if self._schedule is not None:
+            period = self._schedule.validation
+            return period is not None and self._last_validation != self.steps_completed and period.fires(
+                self.steps_completed)
         period = self._min_validation_period
         return period > 0 and self.steps_completed - (self._last_validation or 0) >= period
 
     def _checkpoint_due(self) -> bool:
+        if self._schedule is not None:
+            period = self._schedule.checkpoint
+            return period is not None and self._last_checkpoint != self.steps_completed and period.fires(
+                self.steps_completed)
         period = self._min_checkpoint_period
         return period > 0 and self.steps_completed - self._last_checkpoint >= period
 
@@ -180,6 +215,11 @@ class TrialLoop(TrialController):
         if policy == "all" or (policy == "best" and best):
             self._checkpoint()
 
+    def _needs_searcher_metric(self) -> bool:
+        """Whether validations must hold the searcher metric: always for a config's trial; for the Trainer API
+        only when its config names one (a local fit() without a config has none)."""
+        return self._schedule is None or self._searcher_metric is not None
+
     def _searcher_metric_value(self, metrics: Dict[str, Any]) -> Any:
         name = self._searcher_metric
         if name is None:
@@ -190,7 +230,8 @@ class TrialLoop(TrialController):
 
     def _validated(self, metrics: Dict[str, Any]) -> None:
         """Check for the searcher metric, report the validation metrics and record them."""
-        self._searcher_metric_value(metrics)
+        if self._needs_searcher_metric():
+            self._searcher_metric_value(metrics)
         self.core.train.report_validation_metrics(self.steps_completed, metrics)
         self._last_validation = self.steps_completed
         self._last_validation_metrics = metrics

@@ -30,6 +30,8 @@ TOKEN_LIFETIME_ENV = "DET_TOKEN_LIFETIME"
 PUBLIC_ROUTES = {("POST", "/api/v1/auth/login"), ("GET", "/api/v1/master/info")}
 READ_METHODS = {"GET", "HEAD", "OPTIONS"}
 _OWN_TRIAL_ROUTE = re.compile(r"^/api/v1/trials/(\d+)/(.+)$")
+# A run acknowledges its preemption signal under its allocation; the route checks that it is the trial's own run.
+_ALLOCATION_ACK_ROUTE = re.compile(r"^/api/v1/allocations/[^/]+/signals/ack_preemption$")
 _LIFETIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -247,6 +249,8 @@ def _error(status: int, message: str) -> Tuple[int, bytes, Dict[str, str]]:
 
 
 def _trial_write_allowed(principal: Principal, path: str) -> bool:
+    if _ALLOCATION_ACK_ROUTE.match(path):
+        return True
     match = _OWN_TRIAL_ROUTE.match(path)
     return bool(match) and int(match.group(1)) == principal.trial_id and match.group(2) != "kill"
 

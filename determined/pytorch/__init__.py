@@ -1,5 +1,5 @@
 """determined.pytorch: PyTorchTrial, its context, DataLoader and samplers, LRScheduler, reducers, callbacks,
-TensorBoard writers, checkpoint loading and the controller."""
+TensorBoard writers, checkpoint loading, the controller, and the Trainer API (`init`, `Trainer`, `Batch`, `Epoch`)."""
 from determined.pytorch import samplers
 from determined.pytorch._callback import ClipGradsL2Norm, ClipGradsL2Value, PyTorchCallback
 from determined.pytorch._checkpoint import CheckpointLoadContext, load_trial_from_checkpoint_path
@@ -11,6 +11,7 @@ from determined.pytorch._metric_reducer import MetricReducer
 from determined.pytorch._model_utils import reset_parameters
 from determined.pytorch._reducer import Reducer
 from determined.pytorch._to_device import to_device
+from determined.pytorch._trainer import Batch, Epoch, Trainer, TrainUnit, init
 from determined.pytorch._trial import PyTorchTrial, TorchData
 from determined.pytorch.samplers import adapt_batch_sampler
 
@@ -19,6 +20,11 @@ PyTorchTrial.trial_controller_class = PyTorchTrialController
 __all__ = [
     "PyTorchTrial",
     "PyTorchTrialContext",
+    "Trainer",
+    "TrainUnit",
+    "Batch",
+    "Epoch",
+    "init",
     "PyTorchExperimentalContext",
     "PyTorchTrialController",
     "PyTorchCallback",

@@ -164,7 +164,13 @@ def load_trial_from_checkpoint_path(
     ckpt = pathlib.Path(path)
     load_data = read_load_data(ckpt)
     if trial_class is None:
-        trial_class = import_trial_class(load_data["trial_cls_spec"], ckpt / "code")
+        spec = str(load_data.get("trial_cls_spec") or "")
+        if spec.startswith("__main__:"):
+            raise errors.DeterminedError(
+                f"the checkpoint's trial class {spec.split(':', 1)[1]} was defined in a script run as __main__, which "
+                "cannot be imported by that name: pass it, load_trial_from_checkpoint_path(path, trial_class=...)"
+            )
+        trial_class = import_trial_class(spec, ckpt / "code")
     state = read_state(ckpt, **(torch_load_kwargs or {}))
     context_class = getattr(trial_class, "trial_context_class", PyTorchTrialContext)
     context = context_class(*_load_context_args(

@@ -2,7 +2,7 @@
 import contextlib
 import logging
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Type
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Type
 
 import numpy as np
 import torch
@@ -46,13 +46,18 @@ def instantiate_trial(
                     f"(or None), got {type(scheduler).__name__}: wrap it, LRScheduler(scheduler, step_mode)"
                 )
             context.lr_schedulers.append(scheduler)
+    check_registered(trial_class, context)
+    return trial
+
+
+def check_registered(trial_class: Type[Any], context: PyTorchTrialContext) -> None:
+    """The trial must have wrapped at least one model and one optimizer."""
     if not context.models or not context.optimizers:
         raise errors.InvalidTrialError(
             f"{trial_class.__name__} registered {len(context.models)} model(s) and {len(context.optimizers)} "
             "optimizer(s): create them in __init__ with self.model = context.wrap_model(...) and "
             "self.opt = context.wrap_optimizer(...)"
         )
-    return trial
 
 
 def _check_loader(loader: Any, trial_name: str, method: str, any_torch_loader: bool) -> Any:
@@ -101,7 +106,8 @@ class PyTorchTrialController(BatchLoop):
     context: PyTorchTrialContext
     _logger = logger
 
-    def __init__(self, trial_class: Type[Any], context: PyTorchTrialContext) -> None:
+    def __init__(self, trial_class: Type[Any], context: PyTorchTrialContext, trial: Any = None) -> None:
+        """`trial`: the user's trial, already built with `context` (the Trainer API); else it is built here."""
         super().__init__(trial_class, context)
         name = trial_class.__name__
         self._evaluate_method = _trial.check_evaluate_methods(trial_class)
@@ -110,7 +116,11 @@ class PyTorchTrialController(BatchLoop):
         self._evaluate_argument = _trial.evaluate_argument(trial_class, self._evaluate_method)
         self._read_config(context.get_experiment_config())
 
-        self.trial = instantiate_trial(trial_class, context)
+        if trial is None:
+            trial = instantiate_trial(trial_class, context)
+        else:
+            check_registered(trial_class, context)
+        self.trial = trial
         self.callbacks = Callbacks(self.trial.build_callbacks(), name)
         context._callbacks = self.callbacks.by_name
         own_loaders = context.experimental._data_repro_checks_disabled
@@ -179,16 +189,21 @@ class PyTorchTrialController(BatchLoop):
         """on_trial_startup, restore, on_training_start, the searcher's operations; on_trial_shutdown however
         it ends."""
         info = self.core.info
+        self._run_trial(int(info.steps_completed), info.latest_checkpoint, self._restore, self._run_operations)
+
+    def _run_trial(self, first_batch: int, checkpoint_uuid: Optional[str], restore: Callable[[], Any],
+                   train: Callable[[], Any]) -> None:
+        """on_trial_startup, `restore()`, on_training_start, `train()`; on_trial_shutdown however it ends."""
         with contextlib.ExitStack() as stack:
             for callback in self.callbacks.values():
-                callback.on_trial_startup(int(info.steps_completed), info.latest_checkpoint)
+                callback.on_trial_startup(first_batch, checkpoint_uuid)
                 stack.callback(callback.on_trial_shutdown)
             stack.callback(self._close)
-            self._restore()
+            restore()
             self.callbacks.fire("on_training_start")
             for model in self.context.models:
                 model.train()
-            self._run_operations()
+            train()
 
     def _close(self) -> None:
         self._train_iterator = None
@@ -299,6 +314,10 @@ class PyTorchTrialController(BatchLoop):
             context.step_optimizer(optimizer)
         return metrics
 
+    def _counters(self) -> Dict[str, Any]:
+        """Added to every training and validation report: nothing here (the Trainer API adds its counters)."""
+        return {}
+
     def _unreported_batches(self) -> int:
         return len(self._batches_since_report)
 
@@ -316,6 +335,7 @@ class PyTorchTrialController(BatchLoop):
                 averages = _mean_of_dicts([g[0] for g in gathered])
                 per_batch = [_mean_of_dicts(list(batches)) for batches in zip(*(g[1] for g in gathered))]
         averages.update({name: to_python(value) for name, value in reduced.items()})
+        averages.update(self._counters())
         self.core.train.report_training_metrics(self.steps_completed, averages, per_batch)
         self._log_throughput(batches)
         if self.callbacks.any_overrides("on_training_workload_end"):
@@ -365,6 +385,7 @@ class PyTorchTrialController(BatchLoop):
             reduced = self.context._reducers.reduce(False, self._allgather)
         metrics.update({name: to_python(value) for name, value in reduced.items()})
         self.callbacks.validation_end(metrics)
+        metrics.update(self._counters())
         self._validated(metrics)
         return metrics
 
@@ -472,6 +493,7 @@ class PyTorchTrialController(BatchLoop):
             metadata = self._checkpoint_metadata(_checkpoint.framework(), _checkpoint.FORMAT)
             with self.core.checkpoint.store_path(metadata) as (path, uuid):
                 _checkpoint.write_checkpoint(path, state, self._load_data())
+                self._write_checkpoint_extras(path)
                 self.callbacks.checkpoint_write_end(str(path))
         self._last_checkpoint = self.steps_completed
         if self._share_checkpoints:
@@ -479,12 +501,22 @@ class PyTorchTrialController(BatchLoop):
         if uuid is not None:
             self.callbacks.fire("on_checkpoint_upload_end", uuid)
 
+    def _write_checkpoint_extras(self, path: Any) -> None:
+        """More files of a checkpoint, written after state_dict.pth and load_data.json (none here)."""
+
     def _restore(self) -> None:
         uuid = self.core.info.latest_checkpoint
         if uuid is None:
             return
+        state = self._load_checkpoint(uuid)
+        self._resume_at_platform_steps(state)
+        logger.info("restored checkpoint %s at %d batches", uuid, self.steps_completed)
+
+    def _load_checkpoint(self, uuid: str) -> Dict[str, Any]:
+        """Load the checkpoint `uuid` into the models, optimizers, schedulers, callbacks and RNGs; its state."""
         with self.core.checkpoint.restore_path(uuid) as path:
             state = _checkpoint.read_state(path, map_location=self.context.device)
+            self._read_checkpoint_extras(path, state)
         self.callbacks.fire("on_checkpoint_load_start", state)
         context = self.context
         _checkpoint.load_into([_distributed.unwrap(m) for m in context.models], state["models_state_dict"], "models")
@@ -497,8 +529,10 @@ class PyTorchTrialController(BatchLoop):
         self.callbacks.load_state_dicts(state["callbacks"])
         if "rng_state" in state:
             _checkpoint.restore_rng_state(state["rng_state"], context.device)
-        self._resume_at_platform_steps(state)
-        logger.info("restored checkpoint %s at %d batches", uuid, self.steps_completed)
+        return state
+
+    def _read_checkpoint_extras(self, path: Any, state: Dict[str, Any]) -> None:
+        """Read more of the checkpoint at `path` into `state` while it is there (nothing here)."""
 
 
 def _mean_of_dicts(dicts: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -86,6 +86,11 @@ def test_a_trial_token_reports_only_for_its_own_trial(master: InProcessMaster, u
                                ("PATCH", "/users/owner", {"password": "p"}), ("POST", "/models/m", {})]:
         _refused(403, one.request, method, path, json=body)
     assert users["owner"].get(f"/experiments/{exp['id']}")["experiment"]["state"] == "ACTIVE"
+    # the run acknowledges its own preemption signal (a route under /allocations/), not another trial's
+    with master.master.write() as s:
+        alloc1, alloc2 = s.get(Trial, t1).allocation_id, s.get(Trial, t2).allocation_id
+    one.post(f"/allocations/{alloc1}/signals/ack_preemption", {})
+    _refused(403, one.post, f"/allocations/{alloc2}/signals/ack_preemption", {})
     # a new run of trial 1 ends the old token; the new one works
     new1 = _start_run(master, t1)
     for call, args in ((one.get, (f"/trials/{t1}/context",)),
