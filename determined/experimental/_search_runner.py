@@ -260,7 +260,7 @@ class RemoteSearchRunner(SearchRunner):
 
     def __init__(self, search_method: SearchMethod, context: Any) -> None:
         super().__init__(search_method)
-        from determined.core import get_cluster_info
+        from determined.core._info import get_cluster_info
 
         info = get_cluster_info()
         if info is None:
