@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+from determined import errors
 from determined.common.api import Session
 from determined.experimental._search_method import RunnerOperation, SearcherState, SearchMethod, request_id_of
 from determined.searcher._method import ExitedReason
@@ -279,7 +280,16 @@ class RemoteSearchRunner(SearchRunner):
             experiment_id, operations = self.load_state(self.latest_checkpoint)
             logger.info("Resuming the search of experiment %s", experiment_id)
         else:
-            experiment_id = _create_experiment(session, exp_config, model_dir, includes)
+            try:
+                experiment_id = _create_experiment(session, exp_config, model_dir, includes)
+            except errors.APIError as e:
+                if e.status_code != 403:
+                    raise
+                raise errors.DeterminedError(
+                    "RemoteSearchRunner cannot create the search's experiment from inside a trial: on this platform a "
+                    "trial's token may only report for its own trial (trial isolation, docs/auth.md). Run the search "
+                    "method with LocalSearchRunner instead (the same SearchMethod, run on your machine against "
+                    "the master)") from None
             self.state.experiment_id = experiment_id
             self.state.last_event_id = 0
             self.save_state(experiment_id, [])
