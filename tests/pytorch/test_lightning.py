@@ -27,6 +27,7 @@ class Blobs(pl.LightningDataModule):
     def __init__(self, batch_size: int) -> None:
         super().__init__()
         self.batch_size = batch_size
+        self.dims = (4,)  # what Lightning 1.5's size() returned (restored by the adapter's shims)
 
     def setup(self, stage: Any = None) -> None:
         self.train, self.val = blobs(64, 0), blobs(32, 1)
@@ -79,6 +80,7 @@ class Classifier(pl.LightningModule):
 class ClassifierTrial(LightningAdapter):
     def __init__(self, context: PyTorchTrialContext) -> None:
         self.dm = Blobs(context.get_per_slot_batch_size())
+        assert self.dm.size() == (4,) and self.dm.size(0) == 4
         super().__init__(context, lightning_module=Classifier(lr=context.get_hparam("lr")))
 
     def build_training_data_loader(self) -> DataLoader:

@@ -10,6 +10,9 @@ except ImportError as e:  # pragma: no cover - depends on what is installed
         "pip install 'determined-revived[lightning]' (or pip install 'pytorch-lightning>=1.5,<2')"
     ) from e
 
+from determined.pytorch.lightning import _pl_shims
 from determined.pytorch.lightning._adapter import LightningAdapter
+
+_pl_shims.apply()
 
 __all__ = ["LightningAdapter"]
