@@ -36,7 +36,8 @@ class CustomSearch(SearchMethod):
 
     def describe(self) -> Dict[str, Any]:
         """What a preview can say: nothing about trials; the search runner decides them."""
-        return {"trials": 0, "total_length": None, "note": "a custom search: its search runner creates the trials"}
+        return {"trials": None, "total_length": None,
+                "note": "a custom search: its search runner (LocalSearchRunner) decides the trials and their lengths"}
 
     # ---------------------------------------------------------------- events out
 

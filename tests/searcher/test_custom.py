@@ -17,6 +17,8 @@ def test_the_config_takes_a_custom_searcher_with_its_unit() -> None:
                                "unit": "epochs", "source_trial_id": None, "source_checkpoint_uuid": None}
     method = searcher.make_search_method(cfg["searcher"])
     assert isinstance(method, CustomSearch) and method.unit == "epochs"
+    assert searcher.planned_trials(cfg) == 0
+    assert "its search runner (LocalSearchRunner) decides" in searcher.format_preview(searcher.preview(cfg))
     with pytest.raises(InvalidExperimentConfig, match="searcher.unit"):
         load_experiment_config({"entrypoint": "model_def:T",
                                 "searcher": {"name": "custom", "metric": "loss", "unit": "steps"}})
