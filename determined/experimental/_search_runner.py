@@ -192,11 +192,13 @@ class LocalSearchRunner(SearchRunner):
         """Create the experiment (or resume the one of `searcher_dir`) and run the search until it ends; returns
         the experiment id. `exp_config`: a config dict or the path of its YAML file; `model_dir`: the model
         definition (default: the current directory); `includes`: more files or directories for it."""
-        from determined.experimental import _connect, _follow, _run
+        from determined.experimental import _connect
 
         url = _connect.configured_master()
         if url:
             return self._run_on(Session(url), exp_config, model_dir, includes)
+        from determined.experimental import _follow, _run
+
         with _run._foreground_master(_follow.make_console()) as fg:
             return self._run_on(fg.session, exp_config, model_dir, includes)
 

@@ -167,7 +167,8 @@ def test_a_killed_runner_resumes_from_searcher_dir(
     searcher_dir = tmp_path / "searcher"
     child = subprocess.run([sys.executable, str(user_code / "runner.py"), str(searcher_dir),
                             str(user_code / "config.yaml"), str(user_code / "model")],
-                           cwd=user_code, env={**os.environ, "PYTHONPATH": str(user_code)}, timeout=120)
+                           cwd=user_code, timeout=120,  # DET_MASTER: the runner talks to it (no master imported)
+                           env={**os.environ, "PYTHONPATH": str(user_code), "DET_MASTER": master.url})
     assert child.returncode == -signal.SIGKILL
     exp_id = int((searcher_dir / "experiment_id.txt").read_text())
     session = master.session()
