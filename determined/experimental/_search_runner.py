@@ -12,6 +12,7 @@ import os
 import pathlib
 import shutil
 import tempfile
+import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from determined import errors
@@ -25,8 +26,10 @@ logger = logging.getLogger("determined.searcher")
 
 EXPERIMENT_ID_FILE = "experiment_id.txt"
 OPS_FILE = "ops"
-# How long one fetch of events waits on the master while there is none (a long poll).
+# How long one fetch of events waits on the master while there is none (a long poll), and how often a runner asks
+# while the experiment is paused.
 POLL_S = 10.0
+PAUSED_POLL_S = 2.0
 
 ExpConfig = Union[Dict[str, Any], str]
 
@@ -90,6 +93,7 @@ class SearchRunner:
                         if not paused_told:
                             self._show_experiment_paused_msg()
                             paused_told = True
+                        time.sleep(PAUSED_POLL_S)  # the master answers at once while paused: ask less often
                         break
                     self.state.experiment_completed = state == "COMPLETED"
                     self.state.experiment_failed = state == "ERROR"

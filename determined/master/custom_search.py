@@ -37,8 +37,9 @@ def runner_events(exp: Experiment) -> List[Dict[str, Any]]:
 
 
 def post_operations(s: Session, exp: Experiment, body: Any) -> int:
-    """Carry out the operations a runner posted in answer to an event; returns how many were taken (0 for a
-    repeated answer, or for an experiment whose search is over: then the event is only acknowledged)."""
+    """Carry out the operations a runner posted in answer to an event (also while the experiment is paused: its new
+    trials wait, paused); returns how many were taken (0 for a repeated answer, or for an experiment whose search is
+    over or that is being cancelled: then the event is only acknowledged)."""
     method = _custom_method(exp)
     if not isinstance(body, dict):
         raise RequestProblem(400, "invalid searcher operations", ["body: expected {searcherOperations: [...], "
@@ -52,7 +53,7 @@ def post_operations(s: Session, exp: Experiment, body: Any) -> int:
         ops = operations_from_wire(body.get("searcherOperations", []))
     except WireError as e:
         raise RequestProblem(400, "invalid searcher operations", [str(e)]) from None
-    if exp.searcher_shutdown or exp.state not in _RUNNING:
+    if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL or exp.state == states.STOPPING_CANCELED:
         if method.acknowledge(event_id):  # the search is over: nothing more is carried out
             snapshot = dict(exp.searcher_snapshot or {})
             snapshot["method"] = method.snapshot()

@@ -210,6 +210,13 @@ def test_posted_operations_are_checked(master: embedded.EmbeddedMaster, user_cod
     assert session.get(f"/experiments/{exp_id}")["experiment"]["progress"] == 0.25
     [created] = session.get(f"/experiments/{exp_id}/searcher_events", {"timeout_seconds": 5})["searcherEvents"]
     assert created == {"id": 2, "trialCreated": {"requestId": "a"}}
+    session.post(f"/experiments/{exp_id}/pause")
+    assert session.get(f"/experiments/{exp_id}/searcher_events")["searcherEvents"] == [
+        created, {"id": -1, "experimentInactive": {"experimentState": "PAUSED"}}]
+    more = {"searcherOperations": [{"createTrial": {"requestId": "b", "hyperparams": '{"x": 0.1}'}}],
+            "triggeredByEvent": {"id": 2}}
+    assert session.post(f"/experiments/{exp_id}/searcher_operations", more) == {"taken": 1}  # kept while paused
+    assert {t["state"] for t in trials_of(session, exp_id)} == {"PAUSED"} and len(trials_of(session, exp_id)) == 2
     session.post(f"/experiments/{exp_id}/kill")
     events = session.get(f"/experiments/{exp_id}/searcher_events")["searcherEvents"]
     assert events[-1]["experimentInactive"]["experimentState"] in ("CANCELED", "STOPPING_CANCELED")
