@@ -65,6 +65,12 @@ class LightningAdapter(PyTorchTrial):
         if amp_backend not in ("native", "apex"):
             raise errors.InvalidTrialError(f"LightningAdapter(amp_backend={amp_backend!r}): use 'native' or 'apex'")
         check_compatibility(lightning_module)
+        if context.distributed.size > 1:
+            # Lightning's steps call the module's parts directly (self.generator(z)), never the forward of a
+            # DistributedDataParallel wrapper, so the gradients would not be exchanged between slots.
+            raise errors.InvalidTrialError(
+                f"LightningAdapter trains on one slot here, and this trial has {context.distributed.size} "
+                "(resources.slots_per_trial); set slots_per_trial: 1, or write a PyTorchTrial for several slots")
         self._context = context
         self._lm = lightning_module
         self._logged: Dict[str, Any] = {}
