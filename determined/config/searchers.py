@@ -133,6 +133,8 @@ METHOD_FIELDS: Dict[str, Dict[str, Field]] = {
         "time_metric": _TIME_METRIC,
         "max_time": _MAX_TIME,
     },
+    # Determined 0.19.6 to 0.37: a search runner (determined.searcher.LocalSearchRunner) posts the operations.
+    "custom": {"unit": Field(Enum("batches", "records", "epochs"), "batches")},
 }
 SEARCHER_NAMES = tuple(METHOD_FIELDS)
 LENGTH_FIELDS = ("max_length", "budget", "length_per_round")
@@ -194,10 +196,6 @@ class SearcherSpec(Spec):
         name = value.get("name")
         if name is None:
             problems.missing(name_path, "one of " + ", ".join(SEARCHER_NAMES))
-            return INVALID
-        if name == "custom":
-            problems.add(name_path, "custom searchers (0.19.6 to 0.37) are not supported here (Determined 0.38 "
-                         "refuses them too)", "use one of " + ", ".join(SEARCHER_NAMES))
             return INVALID
         if Enum(*SEARCHER_NAMES).check(name, name_path, problems) is INVALID:
             return INVALID

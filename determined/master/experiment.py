@@ -140,6 +140,8 @@ def _dispatch(method: searcher.Searcher, kind: str, args: Dict[str, Any]) -> Lis
         return method.validation_reported(args["request_id"], args["metrics"])
     if kind == "trial_progress":
         return method.trial_progress(args["request_id"], args["progress"])
+    if kind == "operations_posted":  # a custom search's runner answered an event
+        return method.operations_posted(args["event_id"], [searcher.operation_from_dict(d) for d in args["operations"]])
     raise ValueError(f"unknown searcher event {kind!r}")
 
 
@@ -250,6 +252,8 @@ def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op:
             trial.preempt_requested = True  # stopped by the searcher: it checkpoints and exits, then COMPLETED
         return []
     if isinstance(op, searcher.Shutdown):
+        if op.cancel and exp.state == states.ACTIVE:
+            exp.state = states.STOPPING_CANCELED  # a custom search cancelled itself: the trials stop, it ends CANCELED
         exp.searcher_shutdown = True
         exp.searcher_failure = bool(op.failure)
         if op.message:
@@ -266,7 +270,7 @@ def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op:
                                message=f"the search stopped with an error: {op.message}"))
             if not is_running(trial):
                 _end_trial(trial, states.COMPLETED)
-            elif own_loop:
+            elif own_loop or op.cancel:
                 trial.preempt_requested = True
         if exp.state == states.ACTIVE and any(t.state not in states.TRIAL_TERMINAL for t in trials_of(s, exp.id)):
             exp.state = states.STOPPING_ERROR if op.failure else states.STOPPING_COMPLETED

@@ -37,24 +37,47 @@ class Close:
 
 @dataclasses.dataclass(frozen=True)
 class Shutdown:
-    """The search is over; `failure` marks the experiment as failed, `message` says why (shown to the user)."""
+    """The search is over; `failure` marks the experiment as failed, `message` says why (shown to the user);
+    `cancel` (a custom search, 0.26) ends it CANCELED."""
 
     failure: bool = False
     message: str = ""
+    cancel: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """How far the search is, from 0 to 1: what a custom search method (0.19.6 to 0.37) reports to the master.
+
+    Only a custom search posts it; the master's `custom` method takes it in, and no other method returns it."""
+
+    progress: float
 
 
 Operation = Union[Create, ValidateAfter, Close, Shutdown]
 
-_KINDS = {"create": Create, "validate_after": ValidateAfter, "close": Close, "shutdown": Shutdown}
+_KINDS = {"create": Create, "validate_after": ValidateAfter, "close": Close, "shutdown": Shutdown, "progress": Progress}
 _NAMES = {cls: name for name, cls in _KINDS.items()}
 
 
-def operation_to_dict(op: Operation) -> Dict[str, Any]:
-    """A JSON form of an operation, e.g. for the master's event journal."""
-    return {"kind": _NAMES[type(op)], **dataclasses.asdict(op)}
+def operation_to_dict(op: Union[Operation, Progress]) -> Dict[str, Any]:
+    """A JSON form of an operation, e.g. for the master's event journal (request ids as text: a custom search
+    method may give uuid.UUID ones)."""
+    fields = dataclasses.asdict(op)
+    if "request_id" in fields:
+        fields["request_id"] = str(fields["request_id"])
+    return {"kind": _NAMES[_kind_of(op)], **fields}
 
 
-def operation_from_dict(data: Dict[str, Any]) -> Operation:
+def _kind_of(op: Any) -> type:
+    """The operation class of `op` (a subclass, e.g. a face of Determined 0.2x's API, counts as its base)."""
+    for cls in type(op).__mro__:
+        if cls in _NAMES:
+            return cls
+    raise TypeError(f"not a searcher operation: {op!r}")
+
+
+def operation_from_dict(data: Dict[str, Any]) -> Union[Operation, Progress]:
     fields = dict(data)
     kind = fields.pop("kind")
     if kind not in _KINDS:

@@ -5,6 +5,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 from determined.searcher._asha import ASHASearch, AsyncHalvingSearch, equal_metrics_length
 from determined.searcher._asha_stopping import ASHAStoppingSearch
 from determined.searcher._context import MAX_TRIALS
+from determined.searcher._custom import CustomSearch
 from determined.searcher._grid import GridSearch, grid_axes
 from determined.searcher._method import SearchMethod
 from determined.searcher._searcher import make_search_method
@@ -17,6 +18,8 @@ SIMULATION_TRIAL_LIMIT = 5000
 def planned_trials(config: Mapping[str, Any]) -> int:
     """How many trials the search of a canonical config creates in all, from the config alone (no simulation)."""
     method = make_search_method(config["searcher"])
+    if isinstance(method, CustomSearch):
+        return 0  # its search runner decides (and the master bounds it, MAX_TRIALS)
     if isinstance(method, GridSearch):
         trials = 1
         for values in grid_axes(config.get("hyperparameters") or {}).values():
@@ -80,6 +83,8 @@ def preview(config: Mapping[str, Any]) -> Dict[str, Any]:
                    time_metric=method.time_metric, total_length=None)
     elif isinstance(method, (ASHASearch, AsyncHalvingSearch)):
         out.update(_halving_preview(method, hparams, seed))
+    elif isinstance(method, CustomSearch):
+        out.update(method.describe())
     else:
         out.update(_described_or_simulated(method, hparams, seed))
     return out
@@ -188,7 +193,10 @@ def format_preview(data: Mapping[str, Any]) -> str:
         lines += _table(rows)
     lines.append("")
     if data.get("total_length") is None:
-        if data.get("time_metric"):
+        if data.get("note"):
+            note = str(data["note"])
+            lines.append(note[:1].upper() + note[1:])
+        elif data.get("time_metric"):
             lines.append(f"Each trial runs its own loop and reports {data['time_metric']} with its validation "
                          f"metrics; trials below a rung's cutoff are stopped, the best reach max_time "
                          f"{data['max_time']}")

@@ -1,14 +1,15 @@
 """Building a search method from a canonical searcher config, and the method + context pair the master drives."""
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from determined.config.searchers import SEARCHER_NAMES, searcher_drives_trials
 from determined.searcher._adaptive import AdaptiveSearch, AdaptiveSimpleSearch, SyncHalvingSearch
 from determined.searcher._asha import ASHASearch, AsyncHalvingSearch
 from determined.searcher._asha_stopping import ASHAStoppingSearch
 from determined.searcher._context import SearchContext
+from determined.searcher._custom import CustomSearch
 from determined.searcher._grid import GridSearch
 from determined.searcher._method import ExitedReason, SearchMethod
-from determined.searcher._ops import Operation
+from determined.searcher._ops import Operation, Progress
 from determined.searcher._pbt import PBTSearch
 from determined.searcher._random import RandomSearch, SingleSearch
 
@@ -50,6 +51,7 @@ _FACTORIES: Dict[str, Callable[[Mapping[str, Any]], SearchMethod]] = {
     "adaptive_simple": AdaptiveSimpleSearch.from_config,
     "sync_halving": SyncHalvingSearch.from_config,
     "pbt": PBTSearch.from_config,
+    "custom": CustomSearch.from_config,
 }
 
 
@@ -108,6 +110,12 @@ class Searcher:
 
     def trial_progress(self, request_id: str, progress: float) -> List[Operation]:
         return self.method.on_trial_progress(self.context, request_id, float(progress))
+
+    def operations_posted(self, event_id: int, operations: Sequence[Union[Operation, Progress]]) -> List[Operation]:
+        """A custom search's runner answered event `event_id` (only the `custom` method takes posted operations)."""
+        if not isinstance(self.method, CustomSearch):
+            raise ValueError("only an experiment with searcher.name: custom takes operations from a search runner")
+        return self.method.on_operations_posted(self.context, int(event_id), operations)
 
     def trial_closed(self, request_id: str) -> List[Operation]:
         return self.method.on_trial_closed(self.context, request_id)

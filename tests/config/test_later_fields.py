@@ -131,7 +131,7 @@ def test_0_13_description_is_the_name_and_a_pet_name_otherwise(minimal) -> None:
     [
         ({"workspace": "w"}, "project: missing while workspace is given; workspace and project must both be given"),
         ({"project": "p"}, "workspace: missing while project is given"),
-        ({"searcher": {"name": "custom", "metric": "m", "unit": "batches"}}, "searcher.name: custom searchers"),
+        ({"searcher": {"name": "custom", "metric": "m", "unit": "steps"}}, "searcher.unit: got 'steps'"),
         ({"log_policies": [{"name": "a", "pattern": "("}]}, "log_policies[0].pattern: '(' is not a valid regular"),
         ({"log_policies": [{"pattern": "x"}]}, "log_policies[0]: a policy without a name needs both pattern"),
         ({"log_policies": [{"name": "a", "pattern": "x", "action": "reboot"}]},

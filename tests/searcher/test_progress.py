@@ -25,7 +25,7 @@ METHODS = {
 }
 
 
-def method_for(fields: Dict[str, Any]) -> searcher.SearchMethod:
+def method_for(fields: Dict[str, Any]) -> searcher.EngineSearchMethod:
     hparams = dict(HPARAMS)
     if fields["name"] == "grid":
         hparams["x"] = {**HPARAMS["x"], "count": 2}

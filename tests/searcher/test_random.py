@@ -114,7 +114,7 @@ def test_snapshot_restore_gives_the_same_continuation(seed: int, trials: int, cu
     assert restored.context.new_request_id() == original.context.new_request_id()
 
 
-class _PromoteOnce(searcher.SearchMethod):
+class _PromoteOnce(searcher.EngineSearchMethod):
     """A tiny ASHA-like method: proves the interface expresses promotions, closes and clones from checkpoints."""
 
     def __init__(self) -> None:

@@ -10,7 +10,7 @@ from determined.searcher import (
     ExitedReason,
     RandomSearch,
     SearchContext,
-    SearchMethod,
+    EngineSearchMethod,
     Shutdown,
     SimulationError,
     ValidateAfter,
@@ -21,7 +21,7 @@ from determined.searcher._ops import Operation
 HPARAMS = {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}}
 
 
-class Scripted(SearchMethod):
+class Scripted(EngineSearchMethod):
     """A tiny method for the tests: trial `a` to 10, trial `b` to 5; then a clone of the first to report."""
 
     def __init__(self, clone_length: int = 15, close_all: bool = True) -> None:
