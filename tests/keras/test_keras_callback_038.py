@@ -1,0 +1,146 @@
+"""Determined 0.38's Keras callbacks (det.keras.DeterminedCallback, det.keras.TensorBoard) in a `model.fit()`
+script run as an experiment's entrypoint on an embedded master: it reports, checkpoints, pauses and resumes at the
+right epoch; on two CPU slots through determined.launch.tensorflow (MultiWorkerMirroredStrategy) only the chief
+reports and keeps files. Off the platform: a checkpoint of another run warm-starts (weights, not the epoch)."""
+import json
+import pathlib
+import shutil
+from typing import Any, Dict, Iterator, Tuple
+
+import numpy as np
+import pytest
+
+from determined import master
+from determined.common.api import Session
+from determined.master.rm import Slots
+from tests.master._helpers import model_def, wait_for
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = pathlib.Path(__file__).with_name("_callback_script.py").read_text()
+
+
+def submit(s: Session, tmp: pathlib.Path, name: str, **extra: Any) -> int:
+    config = {"name": name, "searcher": {"name": "single", "metric": "categorical_accuracy",
+                                         "smaller_is_better": False},
+              "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp), "storage_path": name,
+                                     "save_trial_latest": 5},
+              "entrypoint": "python3 train.py", "max_restarts": 0, **extra}
+    body = {"config": config, "model_definition": model_def({"train.py": SCRIPT})}
+    return int(s.post("/experiments", body)["experiment"]["id"])
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tuple[Session, Dict[str, int], pathlib.Path]]:
+    tmp = tmp_path_factory.mktemp("keras038")
+    with master.start(tmp / "data", slots=Slots(gpus=[], cpu_count=3), preemption_timeout=30) as em:
+        s = em.session()
+        experiments = {
+            "pause": submit(s, tmp, "pause", hyperparameters={"epochs": 3, "batch_size": 32, "wait_dir": str(tmp)}),
+            "two": submit(s, tmp, "two", hyperparameters={"epochs": 2, "batch_size": 32},
+                          entrypoint="python3 -m determined.launch.tensorflow -- python3 train.py",
+                          resources={"slots_per_trial": 2}),
+        }
+        yield s, experiments, tmp
+
+
+def state(s: Session, exp_id: int) -> str:
+    return str(s.get(f"/experiments/{exp_id}")["experiment"]["state"])
+
+
+def logs(s: Session, trial_id: int) -> str:
+    return "\n".join(line["message"] for line in s.get(f"/trials/{trial_id}/logs", params={"limit": 10000})["logs"])
+
+
+def test_a_checkpoint_of_another_run_warm_starts_and_its_own_run_continues(
+        platform: Tuple[Session, Dict[str, int], pathlib.Path], tmp_path: pathlib.Path) -> None:
+    """continue_id decides: the same id goes on at the epoch after the checkpoint's, another one only loads the
+    weights and trains from initial_epoch (off the platform, with a local core context; the platform's
+    experiments of the next tests train meanwhile)."""
+    import tensorflow as tf
+
+    import determined as det
+    import determined.keras  # noqa: F401
+
+    x = np.random.default_rng(1).normal(size=(32, 4)).astype("float32")
+    y = (x[:, :1] > 0).astype("float32")
+
+    def model() -> Any:
+        m = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(1, activation="sigmoid")])
+        m.compile(tf.keras.optimizers.SGD(0.5), "binary_crossentropy")
+        return m
+
+    with det.core.init(checkpoint_storage=str(tmp_path)) as core_context:
+        first = model()
+        first.fit(x, y, batch_size=8, epochs=2, verbose=0,
+                  callbacks=[det.keras.DeterminedCallback(core_context, None, "run-a", checkpoint_epochs=2)])
+        [uuid] = [p.name for p in tmp_path.iterdir()]
+        assert {"callback_state", "metadata.json", "model_checkpoint.index"} <= {p.name for p in (tmp_path / uuid).iterdir()}
+        trained = first.get_weights()
+        same = model()
+        history = same.fit(x, y, batch_size=8, epochs=3, verbose=0,
+                           callbacks=[det.keras.DeterminedCallback(core_context, uuid, "run-a")])
+        assert len(history.epoch) == 1 and history.epoch == [2]  # only the third epoch was left
+        steps = [h["steps_completed"] for h in core_context.train.training_history]
+        assert steps == [8, 12]  # counts go on from the checkpoint's 8 batches
+        other = model()
+        callback = det.keras.DeterminedCallback(core_context, uuid, "run-b")
+        history = other.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[callback])
+        assert history.epoch == [0] and core_context.train.training_history[-1]["steps_completed"] == 4
+        # it began from the trained weights: its first loss is the trained model's, not a fresh one's
+        probe = model()
+        probe.set_weights(trained)
+        assert history.history["loss"][0] < probe.evaluate(x, y, verbose=0) * 1.5 < model().evaluate(x, y, verbose=0)
+    with pytest.raises(det.errors.DeterminedError, match="train_metrics_report_period"):
+        det.keras.DeterminedCallback(core_context, None, 1, train_metrics_report_period=0)
+
+
+def test_a_fit_script_reports_checkpoints_and_resumes_at_its_epoch_after_a_pause(
+        platform: Tuple[Session, Dict[str, int], pathlib.Path]) -> None:
+    s, experiments, tmp = platform
+    exp_id = experiments["pause"]
+    wait_for(lambda: (tmp / "ready").exists(), 120, "the script to finish its first epoch")
+    s.post(f"/experiments/{exp_id}/pause")
+    wait_for(lambda: state(s, exp_id) == "PAUSED", 60, "the experiment to pause")
+    s.post(f"/experiments/{exp_id}/activate")
+    wait_for(lambda: state(s, exp_id) in ("COMPLETED", "ERROR", "CANCELED"), 120, "the experiment to end")
+    desc = s.get(f"/experiments/{exp_id}")
+    [trial] = desc["trials"]
+    text = logs(s, trial["id"])
+    assert desc["experiment"]["state"] == "COMPLETED" and trial["state"] == "COMPLETED", text[-3000:]
+    t = s.get(f"/trials/{trial['id']}")
+    training = [(m["steps_completed"], m["metrics"]["epochs"], m["metrics"]["batches"]) for m in t["training_metrics"]]
+    assert training == [(4, 1, 4), (8, 2, 8), (12, 3, 12)]  # 4 batches an epoch; epoch 3 ran after the pause
+    assert all("val_loss" not in m["metrics"] for m in t["training_metrics"])
+    validation = t["validation_metrics"]
+    assert [(m["steps_completed"], m["metrics"]["epochs"]) for m in validation] == [(4, 1), (8, 2), (12, 3)]
+    assert validation[-1]["metrics"]["loss"] < validation[0]["metrics"]["loss"]  # it learns
+    assert "categorical_accuracy" in validation[-1]["metrics"]
+    checkpoints = [c for c in t["checkpoints"] if c["state"] == "COMPLETED"]
+    assert [c["steps_completed"] for c in checkpoints] == [4, 8, 12]
+    assert "resuming from checkpoint" in text and "at epoch 3 (8 batches trained)" in text
+    assert desc["experiment"]["progress"] == 1.0
+    # det.keras.TensorBoard wrote Keras's own event files into the trial's TensorBoard directory
+    assert list((tmp / "data").rglob("train/events.out.tfevents.*")), "no Keras TensorBoard files"
+
+
+def test_two_cpu_slots_train_with_multi_worker_mirrored_strategy_and_only_the_chief_reports(
+        platform: Tuple[Session, Dict[str, int], pathlib.Path]) -> None:
+    s, experiments, tmp = platform
+    exp_id = experiments["two"]
+    wait_for(lambda: state(s, exp_id) in ("COMPLETED", "ERROR", "CANCELED"), 180, "the experiment to end")
+    [trial] = s.get(f"/experiments/{exp_id}")["trials"]
+    text = logs(s, trial["id"])
+    assert trial["state"] == "COMPLETED", text[-3000:]
+    assert "[rank=0] rank 0 of 2: MultiWorkerMirroredStrategy" in text
+    assert "[rank=1] rank 1 of 2: MultiWorkerMirroredStrategy" in text
+    t = s.get(f"/trials/{trial['id']}")
+    assert [m["steps_completed"] for m in t["training_metrics"]] == [4, 8]
+    checkpoints = [c for c in t["checkpoints"] if c["state"] == "COMPLETED"]
+    assert [c["steps_completed"] for c in checkpoints] == [4, 8]
+    files = sorted(k for k in checkpoints[-1]["resources"] if not k.endswith("/"))
+    assert files[:3] == ["callback_state", "checkpoint", "metadata.json"] and all(
+        f.startswith("model_checkpoint") for f in files[3:])  # the chief's weights only
+    stored = tmp / "two" / checkpoints[-1]["uuid"]
+    assert json.loads((stored / "metadata.json").read_text()) == {"steps_completed": 8}
+    shutil.rmtree(stored.parent, ignore_errors=True)
