@@ -118,6 +118,7 @@ class DeterminedCallback(tf.keras.callbacks.ProgbarLogger):
         self._training_length: Optional[int] = None
         self._validation_length: Optional[int] = None
         self._batches_seen = 0
+        self._batches_seen_validating = 0
         self._logged_percent = -1
         # The restored checkpoint's files stay until the first batch ran (TensorFlow reads weights lazily).
         self._restored: Optional[contextlib.ExitStack] = None
@@ -167,10 +168,14 @@ class DeterminedCallback(tf.keras.callbacks.ProgbarLogger):
         if isinstance(getattr(self.model, "_training_state", None), _StartAt):
             self.model._training_state = None  # read once by fit(); a later fit() starts where it is told
         self._batches_seen = 0
+        self._begin("training", self._training_length)
+
+    def _begin(self, what: str, length: Optional[int]) -> None:
+        """The status and the first progress line of a training epoch or of a validation."""
         self._logged_percent = -1
         if self._is_chief:
-            self._core.train.set_status("training")
-        self._log_progress("training", 0, self._training_length, None)
+            self._core.train.set_status(what if what == "training" else "validating")
+        self._log_progress(what, 0, length, None)
 
     def on_train_batch_end(self, batch: int, logs: Optional[Dict[str, Any]] = None) -> None:
         # `batch` is the epoch's last step index (steps_per_execution may run several steps per call).
@@ -211,10 +216,7 @@ class DeterminedCallback(tf.keras.callbacks.ProgbarLogger):
 
     def on_test_begin(self, logs: Optional[Dict[str, Any]] = None) -> None:
         self._batches_seen_validating = 0
-        self._logged_percent = -1
-        if self._is_chief:
-            self._core.train.set_status("validating")
-        self._log_progress("validation", 0, self._validation_length, None)
+        self._begin("validation", self._validation_length)
 
     def on_test_batch_end(self, batch: int, logs: Optional[Dict[str, Any]] = None) -> None:
         self._batches_seen_validating = batch + 1
@@ -225,7 +227,7 @@ class DeterminedCallback(tf.keras.callbacks.ProgbarLogger):
             return
         metrics = {"epochs": self._epoch + 1, "batches": self._steps_completed, **_metrics(logs)}
         self._core.train.report_validation_metrics(steps_completed=self._steps_completed, metrics=metrics)
-        self._validation_length = getattr(self, "_batches_seen_validating", 0) or self._validation_length
+        self._validation_length = self._batches_seen_validating or self._validation_length
 
     def on_train_end(self, logs: Optional[Dict[str, Any]] = None) -> None:
         if self._restored is not None:  # fit() trained no batch

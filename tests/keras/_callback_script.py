@@ -2,30 +2,25 @@
 as an experiment's entrypoint, alone or through determined.launch.tensorflow on two slots."""
 import logging
 import os
-import pathlib
-import time
 
 import numpy as np
 import tensorflow as tf
 
 import determined as det
 import determined.keras
+from wait_for_pause import wait_for_pause
 
 
 class WaitForPause(tf.keras.callbacks.Callback):
-    """Before epoch 2 of a fresh run: write `ready` and wait until the platform asks the trial to stop."""
+    """Before epoch 2 of a fresh run, wait until the platform asks the trial to stop."""
 
     def __init__(self, core_context: det.core.Context, wait_dir: str) -> None:
         super().__init__()
         self.core_context, self.wait_dir = core_context, wait_dir
 
     def on_epoch_begin(self, epoch: int, logs: object = None) -> None:
-        if epoch != 1:
-            return
-        pathlib.Path(self.wait_dir, "ready").touch()
-        deadline = time.monotonic() + 60
-        while not self.core_context.preempt.should_preempt(auto_ack=False) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        if epoch == 1:
+            wait_for_pause(self.core_context, self.wait_dir)
 
 
 def main() -> None:

@@ -5,9 +5,10 @@ reports and keeps files. Off the platform: a checkpoint of another run warm-star
 import json
 import pathlib
 import shutil
+import subprocess
+import sys
 from typing import Any, Dict, Iterator, Tuple
 
-import numpy as np
 import pytest
 
 from determined import master
@@ -17,7 +18,9 @@ from tests.master._helpers import model_def, wait_for
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = pathlib.Path(__file__).with_name("_callback_script.py").read_text()
+HERE = pathlib.Path(__file__).parent
+WAIT = (pathlib.Path(__file__).parents[1] / "_wait_for_pause.py").read_text()
+SCRIPT = (HERE / "_callback_script.py").read_text()
 
 
 def submit(s: Session, tmp: pathlib.Path, name: str, **extra: Any) -> int:
@@ -26,7 +29,7 @@ def submit(s: Session, tmp: pathlib.Path, name: str, **extra: Any) -> int:
               "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp), "storage_path": name,
                                      "save_trial_latest": 5},
               "entrypoint": "python3 train.py", "max_restarts": 0, **extra}
-    body = {"config": config, "model_definition": model_def({"train.py": SCRIPT})}
+    body = {"config": config, "model_definition": model_def({"train.py": SCRIPT, "wait_for_pause.py": WAIT})}
     return int(s.post("/experiments", body)["experiment"]["id"])
 
 
@@ -55,44 +58,11 @@ def logs(s: Session, trial_id: int) -> str:
 def test_a_checkpoint_of_another_run_warm_starts_and_its_own_run_continues(
         platform: Tuple[Session, Dict[str, int], pathlib.Path], tmp_path: pathlib.Path) -> None:
     """continue_id decides: the same id goes on at the epoch after the checkpoint's, another one only loads the
-    weights and trains from initial_epoch (off the platform, with a local core context; the platform's
-    experiments of the next tests train meanwhile)."""
-    import tensorflow as tf
-
-    import determined as det
-    import determined.keras  # noqa: F401
-
-    x = np.random.default_rng(1).normal(size=(32, 4)).astype("float32")
-    y = (x[:, :1] > 0).astype("float32")
-
-    def model() -> Any:
-        m = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(1, activation="sigmoid")])
-        m.compile(tf.keras.optimizers.SGD(0.5), "binary_crossentropy")
-        return m
-
-    with det.core.init(checkpoint_storage=str(tmp_path)) as core_context:
-        first = model()
-        first.fit(x, y, batch_size=8, epochs=2, verbose=0,
-                  callbacks=[det.keras.DeterminedCallback(core_context, None, "run-a", checkpoint_epochs=2)])
-        [uuid] = [p.name for p in tmp_path.iterdir()]
-        assert {"callback_state", "metadata.json", "model_checkpoint.index"} <= {p.name for p in (tmp_path / uuid).iterdir()}
-        trained = first.get_weights()
-        same = model()
-        history = same.fit(x, y, batch_size=8, epochs=3, verbose=0,
-                           callbacks=[det.keras.DeterminedCallback(core_context, uuid, "run-a")])
-        assert len(history.epoch) == 1 and history.epoch == [2]  # only the third epoch was left
-        steps = [h["steps_completed"] for h in core_context.train.training_history]
-        assert steps == [8, 12]  # counts go on from the checkpoint's 8 batches
-        other = model()
-        callback = det.keras.DeterminedCallback(core_context, uuid, "run-b")
-        history = other.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[callback])
-        assert history.epoch == [0] and core_context.train.training_history[-1]["steps_completed"] == 4
-        # it began from the trained weights: its first loss is the trained model's, not a fresh one's
-        probe = model()
-        probe.set_weights(trained)
-        assert history.history["loss"][0] < probe.evaluate(x, y, verbose=0) * 1.5 < model().evaluate(x, y, verbose=0)
-    with pytest.raises(det.errors.DeterminedError, match="train_metrics_report_period"):
-        det.keras.DeterminedCallback(core_context, None, 1, train_metrics_report_period=0)
+    weights and trains from initial_epoch (off the platform, in a process of its own, while the platform's
+    experiments of the next tests train)."""
+    proc = subprocess.run([sys.executable, str(HERE / "_warm_start.py"), str(tmp_path)], capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
 def test_a_fit_script_reports_checkpoints_and_resumes_at_its_epoch_after_a_pause(

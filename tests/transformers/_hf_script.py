@@ -2,14 +2,13 @@
 (no hub) classifies synthetic token sequences. The test runs it as an experiment's entrypoint."""
 import logging
 import os
-import pathlib
-import time
 
 import torch
 import transformers
 
 import determined as det
 from determined.transformers import DetCallback
+from wait_for_pause import wait_for_pause
 
 
 class Tokens(torch.utils.data.Dataset):
@@ -26,18 +25,14 @@ class Tokens(torch.utils.data.Dataset):
 
 
 class WaitForPause(transformers.TrainerCallback):
-    """At step 4 of a fresh run: write `ready` and wait until the platform asks the trial to stop."""
+    """At step 4 of a fresh run, wait until the platform asks the trial to stop."""
 
     def __init__(self, core_context: det.core.Context, wait_dir: str) -> None:
         self.core_context, self.wait_dir = core_context, wait_dir
 
     def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-        if state.global_step != 4:
-            return
-        pathlib.Path(self.wait_dir, "ready").touch()
-        deadline = time.monotonic() + 60
-        while not self.core_context.preempt.should_preempt(auto_ack=False) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        if state.global_step == 4:
+            wait_for_pause(self.core_context, self.wait_dir)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from tests.master._helpers import model_def, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
+WAIT = (pathlib.Path(__file__).parents[1] / "_wait_for_pause.py").read_text()
 SCRIPT = pathlib.Path(__file__).with_name("_hf_script.py").read_text()
 
 
@@ -36,7 +37,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tuple[Session
                                          "save_trial_latest": 5},
                   "environment": {"environment_variables": ["HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1"]},
                   "entrypoint": "python3 train.py", "max_restarts": 0}
-        body = {"config": config, "model_definition": model_def({"train.py": SCRIPT})}
+        body = {"config": config, "model_definition": model_def({"train.py": SCRIPT, "wait_for_pause.py": WAIT})}
         yield s, int(s.post("/experiments", body)["experiment"]["id"]), tmp
 
 
