@@ -30,6 +30,7 @@ TOKEN_LIFETIME_ENV = "DET_TOKEN_LIFETIME"
 PUBLIC_ROUTES = {("POST", "/api/v1/auth/login"), ("GET", "/api/v1/master/info")}
 READ_METHODS = {"GET", "HEAD", "OPTIONS"}
 _OWN_TRIAL_ROUTE = re.compile(r"^/api/v1/trials/(\d+)/(.+)$")
+_ACK_PREEMPTION_ROUTE = re.compile(r"^/api/v1/allocations/[^/]+/signals/ack_preemption$")
 _LIFETIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -247,6 +248,8 @@ def _error(status: int, message: str) -> Tuple[int, bytes, Dict[str, str]]:
 
 
 def _trial_write_allowed(principal: Principal, path: str) -> bool:
+    if _ACK_PREEMPTION_ROUTE.match(path):  # its handler checks that the allocation is the token's trial's
+        return True
     match = _OWN_TRIAL_ROUTE.match(path)
     return bool(match) and int(match.group(1)) == principal.trial_id and match.group(2) != "kill"
 

@@ -40,7 +40,9 @@ def main() -> None:
                      det.keras.TensorBoard(core_context, "ignored_dir", update_freq="epoch", profile_batch=0)]
         if hparams.get("wait_dir") and info.latest_checkpoint is None:
             callbacks.append(WaitForPause(core_context, hparams["wait_dir"]))
-        print(f"rank {distributed.rank} of {distributed.size}: {type(strategy).__name__}", flush=True)
+        multi = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        print(f"rank {distributed.rank} of {distributed.size}: "
+              f"{'MultiWorkerMirroredStrategy' if multi else type(strategy).__name__}", flush=True)
         model.fit(x, y, batch_size=hparams["batch_size"], epochs=hparams["epochs"], validation_data=(x, y),
                   callbacks=callbacks, verbose=1)
         print(f"rank {distributed.rank} done after {len(os.listdir('.'))} files", flush=True)

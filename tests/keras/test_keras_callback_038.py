@@ -80,7 +80,7 @@ def test_a_fit_script_reports_checkpoints_and_resumes_at_its_epoch_after_a_pause
     assert desc["experiment"]["state"] == "COMPLETED" and trial["state"] == "COMPLETED", text[-3000:]
     t = s.get(f"/trials/{trial['id']}")
     training = [(m["steps_completed"], m["metrics"]["epochs"], m["metrics"]["batches"]) for m in t["training_metrics"]]
-    assert training == [(4, 1, 4), (8, 2, 8), (12, 3, 12)]  # 4 batches an epoch; epoch 3 ran after the pause
+    assert training == [(4, 1, 4), (8, 2, 8), (12, 3, 12)], text[-6000:]  # 4 batches an epoch; epoch 3 ran after the pause
     assert all("val_loss" not in m["metrics"] for m in t["training_metrics"])
     validation = t["validation_metrics"]
     assert [(m["steps_completed"], m["metrics"]["epochs"]) for m in validation] == [(4, 1), (8, 2), (12, 3)]
@@ -88,7 +88,11 @@ def test_a_fit_script_reports_checkpoints_and_resumes_at_its_epoch_after_a_pause
     assert "categorical_accuracy" in validation[-1]["metrics"]
     checkpoints = [c for c in t["checkpoints"] if c["state"] == "COMPLETED"]
     assert [c["steps_completed"] for c in checkpoints] == [4, 8, 12]
-    assert "resuming from checkpoint" in text and "at epoch 3 (8 batches trained)" in text
+    # the second run trained the third epoch only: its progress lines (verbose=1) start at batch 8
+    assert "run 2 starts from checkpoint" in text, text[-3000:]
+    second = text.split("run 2 starts from checkpoint", 1)[1]
+    assert "at epoch 3 (8 batches trained)" in second  # the callback's own line: same continue_id, next epoch
+    assert "training after 12 batches: 100% (4/4)" in second and "training after 4 batches" not in second, second
     assert desc["experiment"]["progress"] == 1.0
     # det.keras.TensorBoard wrote Keras's own event files into the trial's TensorBoard directory
     assert list((tmp / "data").rglob("train/events.out.tfevents.*")), "no Keras TensorBoard files"
@@ -102,7 +106,7 @@ def test_two_cpu_slots_train_with_multi_worker_mirrored_strategy_and_only_the_ch
     [trial] = s.get(f"/experiments/{exp_id}")["trials"]
     text = logs(s, trial["id"])
     assert trial["state"] == "COMPLETED", text[-3000:]
-    assert "[rank=0] rank 0 of 2: MultiWorkerMirroredStrategy" in text
+    assert "[rank=0] rank 0 of 2: MultiWorkerMirroredStrategy" in text, text[-5000:]
     assert "[rank=1] rank 1 of 2: MultiWorkerMirroredStrategy" in text
     t = s.get(f"/trials/{trial['id']}")
     assert [m["steps_completed"] for m in t["training_metrics"]] == [4, 8]
