@@ -1,4 +1,5 @@
-"""determined.keras: TFKerasTrial, its contexts, SequenceAdapter and the controller (TensorFlow 2.15, tf.keras).
+"""determined.keras: Determined 0.38's DeterminedCallback and TensorBoard for a `model.fit()` script; TFKerasTrial,
+its contexts, SequenceAdapter and the controller (TensorFlow 2.15, tf.keras).
 
 Importing it installs the TensorFlow 1.x idioms of determined.tensorflow._tf1_compat (docs/keras.md).
 """
@@ -7,6 +8,7 @@ from determined.tensorflow import _tf1_compat
 _tf1_compat.install()
 
 from determined.keras import callbacks  # noqa: E402
+from determined.keras._callback import DeterminedCallback, TensorBoard  # noqa: E402
 from determined.keras._checkpoint import load_model_from_checkpoint_path  # noqa: E402
 from determined.keras._controller import TFKerasTrialController  # noqa: E402
 from determined.keras._data import ArrayLike, InputData, SequenceAdapter, _ArrayLikeAdapter  # noqa: E402
@@ -23,6 +25,7 @@ TFKerasTrial.trial_controller_class = TFKerasTrialController
 
 __all__ = [
     "ArrayLike",
+    "DeterminedCallback",
     "InputData",
     "SequenceAdapter",
     "TFKerasContext",
@@ -32,6 +35,7 @@ __all__ = [
     "TFKerasTrial",
     "TFKerasTrialContext",
     "TFKerasTrialController",
+    "TensorBoard",
     "callbacks",
     "load_model_from_checkpoint_path",
 ]

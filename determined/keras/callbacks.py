@@ -5,7 +5,7 @@
 `determined.keras.TFKerasTensorBoard`).
 """
 import logging
-from typing import Any
+from typing import Any, Dict, Tuple
 
 import tensorflow as tf
 
@@ -21,12 +21,20 @@ class TensorBoard(tf.keras.callbacks.TensorBoard):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from determined import tensorboard
 
-        if args or "log_dir" in kwargs:
-            given = kwargs.pop("log_dir", args[0] if args else None)
-            args = args[1:]
-            logger.warning("TensorBoard(log_dir=%r): log_dir is ignored; the callback writes into the trial's "
-                           "TensorBoard directory", given)
-        super().__init__(str(tensorboard.get_base_path()), *args, **kwargs)
+        super().__init__(str(tensorboard.get_base_path()), *drop_log_dir("TensorBoard", args, kwargs), **kwargs)
+
+
+def drop_log_dir(name: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Any, ...]:
+    """Keras TensorBoard's arguments without `log_dir` (its first positional argument, or the keyword, which is
+    removed from `kwargs`): the trial's directory replaces it, with a warning when one was given."""
+    if "log_dir" in kwargs or args:
+        if "log_dir" in kwargs:
+            given = kwargs.pop("log_dir")
+        else:
+            given, args = args[0], args[1:]
+        logger.warning("%s(log_dir=%r): log_dir is ignored; the callback writes into the trial's TensorBoard "
+                       "directory", name, given)
+    return args
 
 
 class TFKerasTensorBoard(TensorBoard):

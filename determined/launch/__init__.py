@@ -7,7 +7,7 @@ and exits with the first failure's status, stopping the other workers at once, s
 from its latest checkpoint:
 
 * `torch_distributed`: one worker per slot, with the environment torchrun gives (RANK, LOCAL_RANK, ...);
-* `tensorflow`: one worker per machine, with TF_CONFIG when there are several;
+* `tensorflow`: one worker per machine (per CPU slot when there are no GPUs), with TF_CONFIG when there are several;
 * `deepspeed`: one worker per slot, with the environment DeepSpeed's launcher gives (needs `pip install deepspeed`);
 * `horovod`: not available here (a clear error, and what to use instead);
 * `wrap_rank`: prefix a command's output lines with its rank.

@@ -40,8 +40,10 @@ def context_and_strategy(cls: Type[core.DistributedContext]) -> Tuple[core.Distr
 
     if len(workers) > 1:
         chief = str(workers[0]).rsplit(":", 1)[0]
+        port = os.environ.get("DET_CHIEF_PORT", "")
         context = cls(rank=index, size=len(workers), local_rank=0, local_size=1, cross_rank=index,
-                      cross_size=len(workers), chief_ip=chief)
+                      cross_size=len(workers), chief_ip=chief,
+                      **({"pub_port": int(port)} if port.isdigit() else {}))
         return context, tf.distribute.MultiWorkerMirroredStrategy()
     if len(tf.config.list_physical_devices("GPU")) > 1:
         return cls(), tf.distribute.MirroredStrategy()

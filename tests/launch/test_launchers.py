@@ -110,10 +110,19 @@ def test_ranks_follow_the_machines_and_core_collectives_connect_across_them() ->
     assert lines == [f"[rank={r}] ranks {r} {g} 3 [0, 1, 2]" for r, g in ((0, 0), (1, 0), (2, 1))]
 
 
-def test_tensorflow_sets_tf_config_for_several_machines_only() -> None:
+def test_tensorflow_sets_tf_config_for_several_machines_or_cpu_slots() -> None:
     script = "import os; print('TF_CONFIG=' + os.environ.get('TF_CONFIG', '-'), os.environ.get('RANK', '-'))"
-    one = launch("tensorflow", ["--", "python3", "-c", script], container_env([0, 1]))
+    one = launch("tensorflow", ["--", "python3", "-c", script], container_env([0, 1], CUDA_VISIBLE_DEVICES="0,1"))
     assert one.returncode == 0 and one.stdout == "TF_CONFIG=- -\n"  # the script itself, as it is
+    # several CPU slots on one machine: a worker per slot, each with its own port
+    cpu = launch("tensorflow", ["--", "python3", "-c", script], container_env([0, 1]))
+    assert cpu.returncode == 0, cpu.stderr
+    lines = sorted(cpu.stdout.splitlines())
+    configs = [json.loads(line.split("TF_CONFIG=", 1)[1].rsplit(" ", 1)[0]) for line in lines]
+    assert [line.startswith(f"[rank={r}] ") and line.endswith(f" {r}") for r, line in enumerate(lines)] == [True] * 2
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
+    workers = configs[0]["cluster"]["worker"]
+    assert configs[1]["cluster"]["worker"] == workers and len(set(workers)) == 2
     procs = [launch("tensorflow", ["--port", "2222", "python3", "-c", script], container_env([0], rank, [1, 1]))
              for rank in (0, 1)]
     for rank, proc in enumerate(procs):
