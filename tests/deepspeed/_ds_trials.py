@@ -1,4 +1,9 @@
-"""A DeepSpeedTrial of a tiny MLP on generated data (two Gaussian blobs), written as Determined's users did."""
+"""A DeepSpeedTrial of a tiny MLP on generated data (two Gaussian blobs), written as Determined's users did.
+
+Hyperparameters for the tests: `record_dir` (each rank appends the loss of every micro batch to
+record_dir/losses-rank<R>.jsonl) and `crash_at` (the chief fails once, at that batch, to be restarted)."""
+import json
+import pathlib
 from typing import Any, Dict
 
 import deepspeed
@@ -42,7 +47,7 @@ class Counter(pytorch.PyTorchCallback):
 class MLPTrial(det_ds.DeepSpeedTrial):
     def __init__(self, context: det_ds.DeepSpeedTrialContext) -> None:
         self.context = context
-        hparams = context.get_hparams()
+        hparams = self.hparams = context.get_hparams()
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 2))
         config = det_ds.overwrite_deepspeed_config(DS_CONFIG, hparams.get("overwrite_deepspeed_args", {}))
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
@@ -64,7 +69,19 @@ class MLPTrial(det_ds.DeepSpeedTrial):
         loss = nn.functional.cross_entropy(self.engine(x), y)
         self.engine.backward(loss)
         self.engine.step()
+        self._record(batch_idx, float(loss))
         return {"loss": loss}
+
+    def _record(self, batch_idx: int, loss: float) -> None:
+        if not self.hparams.get("record_dir"):
+            return
+        record_dir, rank = pathlib.Path(self.hparams["record_dir"]), self.context.distributed.rank
+        with open(record_dir / f"losses-rank{rank}.jsonl", "a") as f:
+            f.write(json.dumps({"batch": batch_idx, "loss": loss}) + "\n")
+        crashed = record_dir / "crashed"
+        if batch_idx == self.hparams.get("crash_at") and rank == 0 and not crashed.exists():
+            crashed.touch()
+            raise RuntimeError(f"the test trial fails once at batch {batch_idx}")
 
     def evaluate_batch(self, dataloader_iter: Any, batch_idx: int) -> Dict[str, Any]:
         x, y = self.context.to_device(next(dataloader_iter))
