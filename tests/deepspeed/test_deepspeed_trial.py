@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from determined import master
+from determined.config.entrypoint import launched_trial_class
 from determined.master.rm import Slots
 from tests.e2e._helpers import wait_for
 from tests.master._helpers import model_def
@@ -128,6 +129,13 @@ def test_two_slots_through_the_launcher_restart_from_the_checkpoint(tmp_path: pa
         assert lines[restart]["batch"] == 4 and len(first_try) == 2 and first_try == second_try, lines
         losses = [x["loss"] for x in lines]
         assert sum(losses[-4:]) < 0.5 * sum(losses[:4]), losses
+
+
+def test_local_test_finds_the_trial_class_of_a_launcher_entrypoint() -> None:
+    assert launched_trial_class(["python3", "-m", "determined.launch.deepspeed", "--trial", "model_def:T"]) == "model_def:T"
+    assert launched_trial_class("python3 -m determined.launch.torch_distributed --trial=a.b:C") == "a.b:C"
+    assert launched_trial_class(["python3", "-m", "determined.launch.deepspeed", "python3", "train.py"]) is None
+    assert launched_trial_class("model_def:T") is None and launched_trial_class("python3 train.py --trial x:Y") is None
 
 
 def test_without_deepspeed_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
