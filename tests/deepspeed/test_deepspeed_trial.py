@@ -4,6 +4,7 @@ exactly (weights, optimizer, LR scheduler, RNG and counters as in an uninterrupt
 retrains the same batches to the same losses. DeepSpeed runs in processes of its own (its process group must not
 outlive a run in the test process)."""
 import importlib
+import importlib.util
 import json
 import pathlib
 import subprocess
@@ -21,7 +22,8 @@ from tests.master._helpers import model_def
 
 HERE = pathlib.Path(__file__).resolve().parent
 
-pytest.importorskip("deepspeed")
+# DeepSpeed is in the dev extra; without it these tests cannot run (importing it here would only cost time).
+needs_deepspeed = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs deepspeed")
 
 
 def _child(*runs: str) -> List[Dict[str, Any]]:
@@ -55,6 +57,7 @@ def _assert_identical(a: Any, b: Any, where: str) -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
+@needs_deepspeed
 def test_trains_checkpoints_and_resumes_exactly_on_one_slot(tmp_path: pathlib.Path) -> None:
     whole_dir, split_dir = tmp_path / "whole", tmp_path / "split"
     # 8 batches of 2 micro batches of 4 records in one go; and 4 batches, then 4 more in a new process.
@@ -89,6 +92,7 @@ def test_trains_checkpoints_and_resumes_exactly_on_one_slot(tmp_path: pathlib.Pa
 MODEL_DEF = (HERE / "_ds_trials.py").read_text()
 
 
+@needs_deepspeed
 def test_two_slots_through_the_launcher_restart_from_the_checkpoint(tmp_path: pathlib.Path) -> None:
     record = tmp_path / "record"
     record.mkdir()
