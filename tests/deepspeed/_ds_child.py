@@ -14,7 +14,7 @@ from _pytorch_runs import make_config, run_trial  # noqa: E402
 
 if __name__ == "__main__":
     config = make_config(entrypoint="_ds_trials:MLPTrial", hyperparameters={}, min_validation_period={"batches": 4},
-                         scheduling_unit=2)
+                         min_checkpoint_period={"batches": 4}, scheduling_unit=2)
     for run in sys.argv[1:]:
         ckpt_dir, _, run = run.rpartition(":")
         length, _, rest = run.partition("@")

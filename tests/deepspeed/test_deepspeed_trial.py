@@ -42,23 +42,24 @@ def _load(path: pathlib.Path) -> Any:
 
 @needs_deepspeed
 def test_trains_checkpoints_and_resumes_exactly_on_one_slot(tmp_path: pathlib.Path) -> None:
-    whole_dir, split_dir = tmp_path / "whole", tmp_path / "split"
-    # 8 batches of 2 micro batches of 4 records in one go; and 4 batches, then 4 more in a new process.
-    whole, first = _child(f"{whole_dir}:8", f"{split_dir}:4")
-    [resumed] = _child(f"{split_dir}:8@{first['checkpoints'][-1]}@4")
+    # 8 batches of 2 micro batches of 4 records, checkpointed after 4 and 8; then, in a new process, from the
+    # checkpoint after 4 batches to 8 again.
+    [whole] = _child(f"{tmp_path}:8")
+    assert len(whole["checkpoints"]) == 2
+    [resumed] = _child(f"{tmp_path}:8@{whole['checkpoints'][0]}@4")
 
     losses = [b["loss"] for r in whole["training"] for b in r["batch_metrics"]]
     assert len(losses) == 8 and sum(losses[-2:]) < 0.5 * sum(losses[:2]), losses
     assert [v["steps_completed"] for v in whole["validation"]] == [4, 8]
     assert whole["validation"][-1]["metrics"]["accuracy"] >= 0.9
 
-    a, b = whole_dir / whole["checkpoints"][-1], split_dir / resumed["checkpoints"][-1]
+    a, b = tmp_path / whole["checkpoints"][-1], tmp_path / resumed["checkpoints"][-1]
     assert json.loads((a / "metadata.json").read_text())["steps_completed"] == 8
     assert json.loads((a / "load_data.json").read_text())["trial_type"] == "DeepSpeedTrial"
     for name in ("model0/mp_rank_00_model_states.pt", "model0/zero_pp_rank_0_mp_rank_00_optim_states.pt",
                  "det_state_dict_rank0.pth"):
         assert (b / name).is_file(), name
-    whole_model, split_model = _load(a / "model0/mp_rank_00_model_states.pt"), _load(b / "model0/mp_rank_00_model_states.pt")
+    whole_model, split_model = (_load(c / "model0/mp_rank_00_model_states.pt") for c in (a, b))
     for key in ("module", "lr_scheduler", "global_steps", "global_samples"):
         _assert_identical(whole_model[key], split_model[key], key)
     whole_opt, split_opt = (_load(c / "model0/zero_pp_rank_0_mp_rank_00_optim_states.pt")["optimizer_state_dict"]
@@ -121,9 +122,10 @@ def test_two_slots_through_the_launcher_restart_from_the_checkpoint(tmp_path: pa
 
 
 def test_local_test_finds_the_trial_class_of_a_launcher_entrypoint() -> None:
-    assert launched_trial_class(["python3", "-m", "determined.launch.deepspeed", "--trial", "model_def:T"]) == "model_def:T"
+    launcher = ["python3", "-m", "determined.launch.deepspeed"]
+    assert launched_trial_class([*launcher, "--trial", "model_def:T"]) == "model_def:T"
     assert launched_trial_class("python3 -m determined.launch.torch_distributed --trial=a.b:C") == "a.b:C"
-    assert launched_trial_class(["python3", "-m", "determined.launch.deepspeed", "python3", "train.py"]) is None
+    assert launched_trial_class([*launcher, "python3", "train.py"]) is None
     assert launched_trial_class("model_def:T") is None and launched_trial_class("python3 train.py --trial x:Y") is None
 
 

@@ -59,7 +59,9 @@ def overwrite_deepspeed_config(
             f"{type(base_ds_config).__name__}"
         )
     if not isinstance(source_ds_dict, dict):
-        raise TypeError(f"overwrite_deepspeed_config: source_ds_dict must be a dict, got {type(source_ds_dict).__name__}")
+        raise TypeError(
+            f"overwrite_deepspeed_config: source_ds_dict must be a dict, got {type(source_ds_dict).__name__}"
+        )
     return merge_dicts(base, source_ds_dict)
 
 

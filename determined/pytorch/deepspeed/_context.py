@@ -66,7 +66,8 @@ class DeepSpeedTrialContext(PyTorchTrialContext):
             else:
                 logger.warning("the data-parallel layout is that of the first engine registered; this "
                                "PipelineEngine's is not used")
-        micro_batch, accumulation = int(model.train_micro_batch_size_per_gpu()), int(model.gradient_accumulation_steps())
+        micro_batch = int(model.train_micro_batch_size_per_gpu())
+        accumulation = int(model.gradient_accumulation_steps())
         if not self.models:
             self._train_micro_batch_size_per_gpu, self._num_micro_batches_per_slot = micro_batch, accumulation
         elif (micro_batch, accumulation) != (self._train_micro_batch_size_per_gpu, self._num_micro_batches_per_slot):
