@@ -88,21 +88,25 @@ def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
 
     canonical = _run.validate_config(raw)
     from determined.common import context as det_context
-    from determined.config.entrypoint import runs_a_script
+    from determined.config.entrypoint import launched_trial_class, runs_a_script
 
-    if runs_a_script(canonical):
+    trial_class_name = canonical.get("entrypoint")
+    if runs_a_script(canonical) and launched_trial_class(trial_class_name):
+        # A launcher's `--trial module:Class` (0.20-0.38 configs): its Trial class is tested in this process.
+        trial_class_name = launched_trial_class(trial_class_name)
+    elif runs_a_script(canonical):
         raise errors.DeterminedError(
             f"--local --test runs one batch of a Trial class, but the entrypoint {canonical['entrypoint']!r} is a "
             "command: run the script itself on this machine (`det.core.init()` works without a master), or drop "
             "--local to run it as an experiment")
 
-    det_context.check_entrypoint(model_dir, canonical.get("entrypoint"))
+    det_context.check_entrypoint(model_dir, trial_class_name)
     model_dir = os.path.abspath(model_dir)
     if os.path.isfile(os.path.join(model_dir, "startup-hook.sh")):
         print("note: startup-hook.sh is not run in --local mode (nor was it by Determined): run it yourself if the "
               "trial needs what it installs", file=sys.stderr)
     os.chdir(model_dir)
-    trial_class = _execution.load_trial_class(canonical["entrypoint"], model_dir)
+    trial_class = _execution.load_trial_class(trial_class_name, model_dir)
     summary = _execution.test_one_batch(trial_class, canonical)
     print("Local test mode passed: one training batch, a full validation and a checkpoint all worked.")
     for key in ("training_metrics", "validation_metrics"):

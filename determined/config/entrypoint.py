@@ -4,7 +4,8 @@ Determined's rule (0.18+): a string that fully matches ``[a-zA-Z0-9_.]+:[a-zA-Z0
 (the legacy entrypoint); any other string is a shell command; a list is the command's arguments.
 """
 import re
-from typing import Any, List, Mapping
+import shlex
+from typing import Any, List, Mapping, Optional
 
 from determined.config.errors import Problems, describe
 from determined.config.fields import INVALID, Spec
@@ -43,6 +44,30 @@ def command_of(entrypoint: Any) -> List[str]:
     if isinstance(entrypoint, str) and not is_trial_class(entrypoint):
         return ["sh", "-c", entrypoint]
     raise ValueError(f"entrypoint {entrypoint!r} is not a command")
+
+
+def launched_trial_class(entrypoint: Any) -> Optional[str]:
+    """The Trial class `module:Class` that a launcher command (`python3 -m determined.launch.X ... --trial
+    module:Class`) runs on every slot; None for any other entrypoint."""
+    if isinstance(entrypoint, list):
+        words = [str(arg) for arg in entrypoint]
+    elif isinstance(entrypoint, str) and not is_trial_class(entrypoint):
+        try:
+            words = shlex.split(entrypoint)
+        except ValueError:
+            return None
+    else:
+        return None
+    launcher = next((i for i, w in enumerate(words[:-1]) if w == "-m" and words[i + 1].startswith(
+        "determined.launch.")), None)
+    if launcher is None:
+        return None
+    rest = words[launcher + 2:]
+    for i, word in enumerate(rest):
+        value = rest[i + 1] if word == "--trial" and i + 1 < len(rest) else word.partition("--trial=")[2]
+        if is_trial_class(value):
+            return value
+    return None
 
 
 def _unavailable_launcher(words: List[str], path: str, problems: Problems) -> bool:

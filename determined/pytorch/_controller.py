@@ -417,7 +417,10 @@ class PyTorchTrialController(BatchLoop):
             if keep_outputs:
                 outputs.append(output)
         self.callbacks.fire("on_validation_epoch_end", outputs)
-        reducer = self.trial.evaluation_reducer()
+        return self._combined_validation_metrics(accumulator, self.trial.evaluation_reducer())
+
+    def _combined_validation_metrics(self, accumulator: MetricAccumulator, reducer: Any) -> Dict[str, Any]:
+        """The validation metrics of every rank's batches, combined by `reducer` (a collective)."""
         partials = accumulator.partials(reducer)
         gathered = self._allgather((partials, accumulator.num_batches))
         if not sum(count for _, count in gathered):

@@ -1,0 +1,27 @@
+"""determined.pytorch.deepspeed: DeepSpeedTrial (Determined 0.19-0.38), its context and controller, the
+ModelParallelUnit, and the DeepSpeed config helpers. Needs the deepspeed package (the `deepspeed` extra)."""
+import importlib.util
+
+if importlib.util.find_spec("deepspeed") is None:
+    raise ImportError(
+        "determined.pytorch.deepspeed needs the deepspeed package, which is not installed: "
+        "pip install 'determined-revived[deepspeed]' (DeepSpeed 0.19.8; on CPU slots it trains with its CPU "
+        "accelerator and compiles a small op with the system's C++ compiler on first use)"
+    )
+
+from determined.pytorch.deepspeed._config import get_ds_config_from_hparams, overwrite_deepspeed_config
+from determined.pytorch.deepspeed._context import DeepSpeedTrialContext
+from determined.pytorch.deepspeed._controller import DeepSpeedTrialController
+from determined.pytorch.deepspeed._mpu import ModelParallelUnit, make_data_parallel_mpu, make_deepspeed_mpu
+from determined.pytorch.deepspeed._trial import DeepSpeedTrial
+
+__all__ = [
+    "DeepSpeedTrial",
+    "DeepSpeedTrialContext",
+    "DeepSpeedTrialController",
+    "ModelParallelUnit",
+    "get_ds_config_from_hparams",
+    "make_data_parallel_mpu",
+    "make_deepspeed_mpu",
+    "overwrite_deepspeed_config",
+]
