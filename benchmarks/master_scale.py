@@ -65,6 +65,7 @@ class SimulatedRM:
         self._runs: Dict[str, Tuple[int, int]] = {}  # allocation id -> (trial id, slots)
         self._exited: List[Tuple[int, str, int]] = []
         self.tokens: Dict[int, str] = {}
+        self.reaped = 0  # runs reported as ended so far
         self._queue: "queue.Queue[Optional[Tuple[int, str]]]" = queue.Queue()
         self._threads = [threading.Thread(target=self._worker, daemon=True) for _ in range(threads if work else 0)]
         for t in self._threads:
@@ -116,6 +117,7 @@ class SimulatedRM:
     def poll_exited(self) -> List[Tuple[int, str, int]]:
         with self._lock:
             out, self._exited = self._exited, []
+        self.reaped += len(out)
         return out
 
     def preempt(self, allocation_id: str, timeout: float) -> None:
@@ -309,7 +311,7 @@ def run_ticks(database: str, trials: int, slots: int, limit_s: float) -> Dict[st
     pg, db_url = _pg(database)
     master = None
     rm: Optional[SimulatedRM] = None
-    ticks: List[Tuple[float, float]] = []  # (seconds since start, tick seconds)
+    ticks: List[Tuple[float, float, int]] = []  # (seconds since start, tick seconds, runs it recorded as ended)
     try:
         with tempfile.TemporaryDirectory(prefix="det-ticks-") as tmp:
             box: List[Any] = []
@@ -343,11 +345,11 @@ def run_ticks(database: str, trials: int, slots: int, limit_s: float) -> Dict[st
             started = time.perf_counter()
 
             def timed_tick() -> None:
-                t0 = time.perf_counter()
+                t0, reaped = time.perf_counter(), rm.reaped
                 try:
                     original()
                 finally:
-                    ticks.append((t0 - started, time.perf_counter() - t0))
+                    ticks.append((t0 - started, time.perf_counter() - t0, rm.reaped - reaped))
 
             inner.tick = timed_tick  # type: ignore[method-assign]
             client = _client(master.url)
@@ -362,13 +364,19 @@ def run_ticks(database: str, trials: int, slots: int, limit_s: float) -> Dict[st
                 time.sleep(2)
             elapsed = time.perf_counter() - started
             made = client.get(f"/experiments/{exp_id}").json()["experiment"]["num_trials"]
-            durations = sorted(d for _, d in ticks)
-            last = sorted(d for t, d in ticks if t >= elapsed * 0.8) or durations
+            durations = sorted(d for _, d, _ in ticks)
+            last = sorted(d for t, d, _ in ticks if t >= elapsed * 0.8) or durations
+            quiet = sorted(d for _, d, n in ticks if n == 0) or [math.nan]
+            with_exits = [(d, n) for _, d, n in ticks if n]
+            per_exit = sum(d for d, _ in with_exits) / max(1, sum(n for _, n in with_exits))
             return {"database": database, "trials_asked": trials, "trials_created": made, "state": state,
                     "elapsed_s": elapsed, "ticks": len(ticks),
                     "tick_p50_ms": 1000 * durations[len(durations) // 2],
                     "tick_p95_ms": 1000 * durations[int(len(durations) * 0.95)],
                     "tick_max_ms": 1000 * durations[-1],
+                    "quiet_ticks": len(quiet), "quiet_tick_p50_ms": 1000 * quiet[len(quiet) // 2],
+                    "quiet_tick_p95_ms": 1000 * quiet[int(len(quiet) * 0.95)],
+                    "tick_ms_per_ended_run": 1000 * per_exit,
                     "tick_p50_last_fifth_ms": 1000 * last[len(last) // 2],
                     "tick_p95_last_fifth_ms": 1000 * last[int(len(last) * 0.95)]}
     finally:
@@ -421,7 +429,10 @@ def main() -> int:
         print(f"  {r['trials_created']} trials created, experiment {r['state']} after {r['elapsed_s']:.0f} s; "
               f"{r['ticks']} ticks: p50 {r['tick_p50_ms']:.1f} ms, p95 {r['tick_p95_ms']:.1f} ms, max "
               f"{r['tick_max_ms']:.1f} ms; last fifth of the run p50 {r['tick_p50_last_fifth_ms']:.1f} ms, p95 "
-              f"{r['tick_p95_last_fifth_ms']:.1f} ms", flush=True)
+              f"{r['tick_p95_last_fifth_ms']:.1f} ms\n"
+              f"  ticks that recorded no ended run ({r['quiet_ticks']}): p50 {r['quiet_tick_p50_ms']:.1f} ms, p95 "
+              f"{r['quiet_tick_p95_ms']:.1f} ms; recording an ended run (its searcher events, the next trial's "
+              f"start) costs {r['tick_ms_per_ended_run']:.1f} ms of tick", flush=True)
     if "ingest" in parts:
         import master_load
 

@@ -129,7 +129,7 @@ class CurveCache:
 
     def series(self, trial_ids: Iterable[int], group: str, max_points: int,
                read: Callable[[List[int]], Dict[int, List[Any]]], render: Callable[[List[Any]], Any],
-               chunk: int = 100) -> Dict[int, Any]:
+               chunk: int = 25) -> Dict[int, Any]:
         """`render(downsampled rows)` of each trial: from the cache, or `read(trial ids)` (their rows, each with a
         `metrics` dict, in order) in chunks of `chunk` trials for the ones that reported since."""
         answer: Dict[int, Any] = {}
