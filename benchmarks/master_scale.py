@@ -180,7 +180,7 @@ def _pg(database: str) -> Tuple[Any, Optional[str]]:
 
 def _build(master: Any, tokens: Dict[int, str], points: int, validations: int, batch: int = 20000) -> Dict[str, float]:
     """Training reports through the master's batch store, validation rows as report_validation writes them."""
-    engine = master.master.engine
+    engine = master.master.write_engine  # as the group commit writes (master.GroupCommit._transaction)
     trial_ids = sorted(tokens)
     started = time.perf_counter()
     every = max(1, points // validations)
@@ -188,7 +188,7 @@ def _build(master: Any, tokens: Dict[int, str], points: int, validations: int, b
     pending: List[protocol.TrainingReport] = []
 
     def flush() -> None:
-        with engine.begin() as conn:
+        with master.master.lock, engine.begin() as conn:  # the master's write lock, as its own writers take it
             outcomes = protocol.store_training_reports(conn, pending)
         assert not any(outcomes), [o for o in outcomes if o][:3]
         pending.clear()
@@ -206,7 +206,7 @@ def _build(master: Any, tokens: Dict[int, str], points: int, validations: int, b
         flush()
     training_s = time.perf_counter() - started
     started = time.perf_counter()
-    with engine.begin() as conn:
+    with master.master.lock, engine.begin() as conn:
         for tid in trial_ids:
             conn.execute(ValidationMetrics.__table__.insert(), [
                 {"trial_id": tid, "steps_completed": k * every * 100, "end_time": base + datetime.timedelta(seconds=k * every),
