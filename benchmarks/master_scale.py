@@ -25,11 +25,11 @@ Everything runs in temporary directories that are removed at the end; the Postgr
     .venv/bin/python benchmarks/master_scale.py --parts curves --trials 100 --points 1000
 """
 import argparse
+import dataclasses
 import datetime
 import gzip
 import json
 import math
-import os
 import pathlib
 import queue
 import statistics
@@ -199,7 +199,7 @@ def _build(master: Any, tokens: Dict[int, str], points: int, validations: int, b
             loss = lr / math.sqrt(i) + 0.05 * math.sin(i * 0.37 + tid)
             report = protocol.training_report(tid, tokens[tid], {"steps_completed": i * 100, "metrics": {
                 "loss": loss, "accuracy": 1.0 - loss / 3.0}})
-            pending.append(dataclasses_replace_time(report, base + datetime.timedelta(seconds=i)))
+            pending.append(dataclasses.replace(report, end_time=base + datetime.timedelta(seconds=i)))
             if len(pending) >= batch:
                 flush()
     if pending:
@@ -214,12 +214,6 @@ def _build(master: Any, tokens: Dict[int, str], points: int, validations: int, b
                 for k in range(1, validations + 1)])
     return {"training_rows_per_s": len(trial_ids) * points / training_s, "training_s": training_s,
             "validation_s": time.perf_counter() - started}
-
-
-def dataclasses_replace_time(report: protocol.TrainingReport, when: datetime.datetime) -> protocol.TrainingReport:
-    import dataclasses
-
-    return dataclasses.replace(report, end_time=when)
 
 
 def run_curves(database: str, trials: int, points: int, validations: int) -> Dict[str, Any]:
@@ -270,7 +264,7 @@ def run_curves(database: str, trials: int, points: int, validations: int) -> Dic
             det = str(pathlib.Path(sys.executable).with_name("det"))
             cli, out = _timed(lambda: subprocess.run([det, "-m", master.url, "experiment", "describe", str(exp_id)],
                                                      capture_output=True, text=True, check=True), 3)
-            assert f"Trials" in out.stdout, out.stdout[-500:]
+            assert "Trials" in out.stdout, out.stdout[-500:]
             first_trial = answer["trials"][0]["trial_id"]
             full, full_resp = _timed(lambda: client.get(f"/trials/{first_trial}/metrics",
                                                         params={"group": "training"}), 1)

@@ -20,7 +20,8 @@ router = APIRouter()
 
 
 @router.get("/experiments/{experiment_id}/metrics")
-def experiment_metrics(request: Request, experiment_id: int, max_points: Optional[str] = Query(None, max_length=32)) -> Response:
+def experiment_metrics(request: Request, experiment_id: int,
+                       max_points: Optional[str] = Query(None, max_length=32)) -> Response:
     """Every trial's metrics by group (`training`, `validation`: `[{"steps_completed", "end_time", "metrics"}]`),
     the groups and the names of the numeric metrics reported in each, for learning curves.
 
