@@ -175,6 +175,16 @@ def _pg(database: str) -> Tuple[Any, Optional[str]]:
     return pg, pg.create_database("det_scale")
 
 
+def _stop(master: Any, rm: Optional[SimulatedRM], pg: Any) -> None:
+    """Stop what a part started: the master, the simulated runs' threads, the PostgreSQL server (by its pid)."""
+    if master is not None:
+        master.stop(timeout=10)
+    if rm is not None:
+        rm.close()
+    if pg is not None:
+        pg.stop()
+
+
 # ---------------------------------------------------------------- curves
 
 
@@ -290,12 +300,7 @@ def run_curves(database: str, trials: int, points: int, validations: int) -> Dic
                 **built,
             }
     finally:
-        if master is not None:
-            master.stop(timeout=10)
-        if rm is not None:
-            rm.close()
-        if pg is not None:
-            pg.stop()
+        _stop(master, rm, pg)
 
 
 # ---------------------------------------------------------------- scheduler ticks
@@ -374,12 +379,7 @@ def run_ticks(database: str, trials: int, slots: int, limit_s: float) -> Dict[st
                     "tick_p50_last_fifth_ms": 1000 * last[len(last) // 2],
                     "tick_p95_last_fifth_ms": 1000 * last[int(len(last) * 0.95)]}
     finally:
-        if master is not None:
-            master.stop(timeout=10)
-        if rm is not None:
-            rm.close()
-        if pg is not None:
-            pg.stop()
+        _stop(master, rm, pg)
 
 
 # ---------------------------------------------------------------- main
