@@ -23,7 +23,7 @@ from determined.master.problems import RequestProblem
 MIN_POINTS = 4  # the first, the last, and one bucket's minimum and maximum
 MAX_POINTS = 5000  # per metric of one trial's series in one answer
 # Points per metric of the whole experiment answer when the request does not say: spread over its trials.
-EXPERIMENT_BUDGET = 60000
+EXPERIMENT_BUDGET = 20000
 
 
 def check_max_points(value: Any) -> int:

@@ -25,7 +25,7 @@
   // The master downsamples each trial's curves (keeping every bucket's minimum and maximum, curves.py): a budget
   // of points per metric shared by the trials keeps a page of thousands of trials small and quick to draw.
   function curvePoints() {
-    return Math.max(4, Math.min(5000, Math.floor(60000 / Math.max(1, view.trials.length))));
+    return Math.max(4, Math.min(5000, Math.floor(20000 / Math.max(1, view.trials.length))));
   }
 
   function series(trials) {
