@@ -9,7 +9,7 @@ STAMP_DEV := $(VENV)/.installed-dev
 # Another release: make TORCH='torch==2.14.1' ...
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load bench-bookkeeping bench-cli clean
+.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load bench-bookkeeping bench-cli bench-scale clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,9 @@ bench-load: $(STAMP_DEV)
 
 bench-cli: $(STAMP_RUN)
 	$(BIN)/python benchmarks/cli_latency.py
+
+bench-scale: $(STAMP_DEV)
+	$(BIN)/python benchmarks/master_scale.py
 
 bench-bookkeeping: $(STAMP_DEV)
 	$(BIN)/python -m pip install -q -r benchmarks/requirements-bookkeeping.txt

@@ -330,13 +330,15 @@ def _end_trial(trial: Trial, state: str) -> None:
 def _check_done(s: Session, exp: Experiment) -> None:
     if exp.state in states.EXPERIMENT_TERMINAL:
         return
-    trials = trials_of(s, exp.id)
-    if any(t.state not in states.TRIAL_TERMINAL for t in trials):
+    # One indexed probe, not every trial: it runs at each trial's end, and a search may have thousands.
+    open_trial = select(Trial.id).where(Trial.experiment_id == exp.id, Trial.state.not_in(sorted(states.TRIAL_TERMINAL)))
+    if s.scalars(open_trial.limit(1)).first() is not None:
         return
     if exp.state == states.STOPPING_CANCELED:
         exp.state = states.CANCELED
     elif exp.searcher_shutdown:
-        all_errored = bool(trials) and all(t.state == states.ERROR for t in trials)
+        trial_states = set(s.scalars(select(Trial.state).where(Trial.experiment_id == exp.id).distinct()))
+        all_errored = trial_states == {states.ERROR}
         exp.state = states.ERROR if (exp.searcher_failure or all_errored) else states.COMPLETED
     else:
         return

@@ -8,7 +8,7 @@ Each function raises `RequestProblem` (404 and 400 with the reason) as the route
 """
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
-from determined.master import serialize
+from determined.master import curves, serialize
 from determined.master.dbread import (
     CHECKPOINT_COLUMNS,
     EXPERIMENT_COLUMNS,
@@ -141,22 +141,26 @@ def check_group(group: Any) -> str:
     return group
 
 
-def trial_metrics(db: Reader, trial_id: int, group: str) -> Dict[str, Any]:
-    """`GET /trials/{id}/metrics?group=G`: the trial's metrics of one group (`training`, `validation`, or any group
-    it reported with report_metrics), ordered by steps_completed."""
+def trial_metrics(db: Reader, trial_id: int, group: str, max_points: Optional[Any] = None) -> Dict[str, Any]:
+    """`GET /trials/{id}/metrics?group=G[&max_points=N]`: the trial's metrics of one group (`training`,
+    `validation`, or any group it reported with report_metrics), ordered by steps_completed; all of them, or with
+    `max_points` downsampled to that many points per metric keeping the extremes (curves.py)."""
+    points = curves.check_max_points(max_points) if max_points is not None else None
     trial_row(db, trial_id)
     if group == "training":
         rows = db.rows("SELECT steps_completed, metrics, batch_metrics, end_time FROM training_metrics "
                        "WHERE trial_id = :t ORDER BY steps_completed, id", t=trial_id)
-        return {"group": group, "metrics": serialize.training_metrics(rows)}
-    if group == "validation":
+    elif group == "validation":
         rows = db.rows("SELECT steps_completed, metrics, end_time FROM validation_metrics "
                        "WHERE trial_id = :t ORDER BY steps_completed, id", t=trial_id)
     else:
         rows = db.rows("SELECT steps_completed, metrics, end_time FROM group_metrics "
                        "WHERE trial_id = :t AND group_name = :g ORDER BY steps_completed, id", t=trial_id,
                        g=check_group(group))
-    return {"group": group, "metrics": serialize.validation_metrics(rows)}
+    if points is not None:
+        rows = [rows[i] for i in curves.downsample([r.metrics or {} for r in rows], points)]
+    render = serialize.training_metrics if group == "training" else serialize.validation_metrics
+    return {"group": group, "metrics": render(rows)}
 
 
 def trial_checkpoints(db: Reader, trial_id: int, states: Optional[Iterable[str]] = None) -> Listing:

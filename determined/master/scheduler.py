@@ -3,7 +3,7 @@ scheduler; default 42), then fair share across experiments of the same priority,
 import dataclasses
 from typing import Dict, List
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from determined.master import states, trial_notes
@@ -45,12 +45,13 @@ def pick_trials(s: Session, free_slots: int) -> List[Trial]:
     if not demands:
         return []
     has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id, SearcherOperation.completed.is_(False)).exists()
-    trials = s.scalars(select(Trial).where(Trial.experiment_id.in_(list(demands))).order_by(Trial.id))
-    for trial in trials:
-        demand = demands[trial.experiment_id]
-        if trial.allocation_id is not None:
-            demand.running_trials += 1
-            demand.running_slots += demand.slots_per_trial
+    # Counted in the database over the running trials only (indexed): a search may hold thousands of trials.
+    running = s.execute(select(Trial.experiment_id, func.count()).where(
+        Trial.experiment_id.in_(list(demands)), Trial.allocation_id.is_not(None)).group_by(Trial.experiment_id))
+    for exp_id, count in running:
+        demand = demands[exp_id]
+        demand.running_trials += int(count)
+        demand.running_slots += int(count) * demand.slots_per_trial
     # A trial that runs its own loop (Determined 0.38) has work until it ends.
     own_loop = [exp_id for exp_id, d in demands.items() if runs_own_loop(d.exp)]
     waiting = s.scalars(select(Trial).where(

@@ -6,9 +6,9 @@ promotion alike); its status is derived from the stored run, the searcher operat
 in portable SQL (determined/master/dbread.py), so the master and the CLI's local reads say the same.
 """
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from determined.master.dbread import Reader
+from determined.master.dbread import Reader, in_list
 
 RUNNING = "RUNNING"
 QUEUED = "QUEUED"
@@ -61,23 +61,47 @@ def _fmt(value: Optional[float]) -> str:
 class _Experiment:
     """What the reasons of one experiment's trials need: operations and validated metrics per trial."""
 
-    def __init__(self, db: Reader, exp: Any) -> None:
+    def __init__(self, db: Reader, exp: Any, trial_ids: Optional[Sequence[int]] = None) -> None:
+        """All the experiment's trials, or (`trial_ids`) only those, plus what a cutoff needs when it is asked
+        (`_others_at`): a trial that ends in a search of thousands reads its own rows, not every trial's."""
         self.exp = exp
+        self.db = db
         self.name, self.unit, self.full, self.metric, self.smaller = _searcher_facts(exp.config or {})
         self.ops: Dict[int, _Ops] = {}
         self.metric_at: Dict[Tuple[int, int], Optional[float]] = {}  # (trial, length) -> searcher metric there
-        of_experiment = "SELECT id FROM trials WHERE experiment_id = :e"
-        for r in db.rows(f"SELECT trial_id, length, length_batches, completed FROM searcher_operations "
-                         f"WHERE trial_id IN ({of_experiment}) ORDER BY id", e=exp.id):
+        self._complete = trial_ids is None
+        self._lengths_read: Set[int] = set()
+        if trial_ids is None:
+            self._read("trial_id IN (SELECT id FROM trials WHERE experiment_id = :e)", e=exp.id)
+        else:
+            names, params = in_list("t", list(trial_ids))
+            self._read(f"trial_id IN {names}", **params)
+
+    def _read(self, where: str, **params: Any) -> None:
+        """The operations of the trials `where` selects, and their searcher metric at each completed length."""
+        for r in self.db.rows(f"SELECT trial_id, length, length_batches, completed FROM searcher_operations "
+                              f"WHERE {where} ORDER BY id", **params):
             ops = self.ops.setdefault(r.trial_id, _Ops())
             if r.completed:
                 ops.completed.append(int(r.length))
             else:
                 ops.pending.append((int(r.length), int(r.length_batches)))
-        for r in db.rows(f"SELECT o.trial_id, o.length, v.metrics FROM searcher_operations o "
-                         f"JOIN validation_metrics v ON v.trial_id = o.trial_id AND v.steps_completed = o.length_batches "
-                         f"WHERE o.completed AND o.trial_id IN ({of_experiment}) ORDER BY v.id", e=exp.id):
+        for r in self.db.rows(f"SELECT o.trial_id, o.length, v.metrics FROM searcher_operations o "
+                              f"JOIN validation_metrics v ON v.trial_id = o.trial_id AND v.steps_completed = o.length_batches "
+                              f"WHERE o.completed AND o.{where} ORDER BY v.id", **params):
             self.metric_at[(r.trial_id, int(r.length))] = _number((r.metrics or {}).get(self.metric))
+
+    def _others_at(self, length: int) -> None:
+        """Make sure every trial that completed `length` is read (with all its operations)."""
+        if self._complete or length in self._lengths_read:
+            return
+        self._lengths_read.add(length)
+        others = [r.trial_id for r in self.db.rows(
+            "SELECT DISTINCT trial_id FROM searcher_operations WHERE completed AND length = :l AND trial_id IN "
+            "(SELECT id FROM trials WHERE experiment_id = :e)", l=length, e=self.exp.id) if r.trial_id not in self.ops]
+        for start in range(0, len(others), 500):
+            names, params = in_list("t", others[start:start + 500])
+            self._read(f"trial_id IN {names}", **params)
 
     # ------------------------------------------------------------ words
 
@@ -104,6 +128,7 @@ class _Experiment:
         last = max(ops.completed)
         if last >= self.full:
             return None
+        self._others_at(last)
         where = self._where(trial.id, last)
         own = self.metric_at.get((trial.id, last))
         went_on = [m for (tid, length), m in self.metric_at.items()
@@ -189,5 +214,6 @@ def statuses(db: Reader, exp: Any, trials: Sequence[Any]) -> Dict[int, Tuple[str
     compare each trial with all the others of the experiment."""
     if not trials:
         return {}
-    view = _Experiment(db, exp)
+    # A few trials (a trial that ended, one trial's page) read only theirs; a whole list reads the experiment once.
+    view = _Experiment(db, exp, [t.id for t in trials] if len(trials) <= 50 else None)
     return {t.id: view.status(t) for t in trials}

@@ -472,6 +472,17 @@ def test_the_ui_writes_numbers_and_durations_as_the_cli_does(asha_page: OpenPage
     assert asha_page.page.evaluate(f"() => {json.dumps(seconds)}.map(det.fmtSeconds)") == [fmt_duration(s) for s in seconds]
 
 
+def test_the_experiment_page_reads_downsampled_curves(ui_master: Dict[str, Any], asha_page: OpenPage,
+                                                     request_log: List[str]) -> None:
+    asha = ui_master["asha"]
+    reads = [urllib.parse.urlsplit(u) for u in request_log
+             if urllib.parse.urlsplit(u).path == f"/api/v1/experiments/{asha}/metrics"]
+    assert reads, "the experiment page did not read its learning curves"
+    for url in reads:  # every read names its point count: the master downsamples each trial's series
+        (points,) = urllib.parse.parse_qs(url.query)["max_points"]
+        assert 4 <= int(points) <= 5000
+
+
 def test_no_request_left_this_machine(request_log: List[str]) -> None:
     """Over every page and action of this module (the last test of it), the browser asked only 127.0.0.1."""
     assert len(request_log) > 50 and leaving(request_log) == []

@@ -75,3 +75,36 @@ def test_model_files_of_an_experiment(ui_master: Dict[str, Any]) -> None:
     assert answer == {"files": [{"path": "model.py", "size": 18, "text": "class T:\n    pass\n"}], "truncated": False}
     assert api.client.get("/experiments/99999/model_files").status_code == 404
 
+
+
+def test_experiment_metrics_downsample_to_the_asked_point_count(ui_master: Dict[str, Any]) -> None:
+    from determined.master import curves
+
+    api, asha = ui_master["api"], ui_master["asha"]
+    answer = api.get(f"/experiments/{asha}/metrics", max_points=4)
+    assert answer["max_points"] == 4
+    for t in answer["trials"]:
+        full = api.get(f"/trials/{t['trial_id']}/metrics", group="training")["metrics"]
+        kept = curves.downsample([p["metrics"] for p in full], 4)
+        assert [p["steps_completed"] for p in t["training"]] == [full[i]["steps_completed"] for i in kept]
+        assert t["training"][0]["steps_completed"] == full[0]["steps_completed"]
+        assert t["training"][-1]["steps_completed"] == full[-1]["steps_completed"]
+        losses = [p["metrics"]["loss"] for p in full]
+        assert {min(losses), max(losses)} <= {p["metrics"]["loss"] for p in t["training"]}
+        one = api.get(f"/trials/{t['trial_id']}/metrics", group="training", max_points=4)["metrics"]
+        assert [p["steps_completed"] for p in one] == [p["steps_completed"] for p in t["training"]]
+    for bad in ("3", "100000", "all"):
+        for path in (f"/experiments/{asha}/metrics", f"/trials/{answer['trials'][0]['trial_id']}/metrics"):
+            resp = api.client.get(path, params={"max_points": bad, "group": "training"})
+            assert resp.status_code == 400, resp.text
+            assert "expected an integer from 4 to 5000" in resp.text
+
+
+def test_cached_curves_follow_new_reports(ui_master: Dict[str, Any]) -> None:
+    api, running = ui_master["api"], ui_master["running"]
+
+    def points() -> int:
+        return len(api.get(f"/experiments/{running}/metrics")["trials"][0]["training"])
+
+    before = points()
+    api.wait(lambda: points() > before, 60, "a new training report in the experiment's curves")

@@ -1,17 +1,19 @@
 """Routes the web UI needs for one experiment: every trial's metrics at once, hyperparameter importance, and
 the search method's progress (for ASHA: the trials in each rung of each bracket)."""
 import collections
-import math
+import gzip
+import json
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined import searcher
 from determined.config import canonical_hparams, dotted, flat_hparams, hparam_leaves
-from determined.master import importance, model_files, serialize
+from determined.master import curves, importance, model_files, serialize
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Experiment, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.experiment import get_experiment, load_searcher, trials_of
@@ -19,35 +21,74 @@ from determined.master.experiment import get_experiment, load_searcher, trials_o
 router = APIRouter()
 
 
-def _numeric(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 @router.get("/experiments/{experiment_id}/metrics")
-def experiment_metrics(request: Request, experiment_id: int) -> Dict[str, Any]:
+def experiment_metrics(request: Request, experiment_id: int,
+                       max_points: Optional[str] = Query(None, max_length=32)) -> Response:
     """Every trial's metrics by group (`training`, `validation`: `[{"steps_completed", "end_time", "metrics"}]`),
-    the groups and the names of the numeric metrics reported in each, for learning curves."""
-    with problems_as_http(), master_of(request).read() as s:
+    the groups and the names of the numeric metrics reported in each, for learning curves.
+
+    Each trial's series is downsampled to at most `max_points` points per metric (MIN_POINTS to MAX_POINTS of
+    determined/master/curves.py; default: EXPERIMENT_BUDGET shared by the trials), keeping the first and last
+    point and each bucket's minimum and maximum; `max_points` in the answer says what was used."""
+    master = master_of(request)
+    with problems_as_http(), master.read() as s:
         get_experiment(s, experiment_id)
         trials = trials_of(s, experiment_id)
+        points = curves.check_max_points(max_points) if max_points is not None else curves.default_max_points(len(trials))
+        cache = curves.cache_of(master)
         ids = [t.id for t in trials]
-        series: Dict[int, Dict[str, List[Dict[str, Any]]]] = {t.id: {"training": [], "validation": []} for t in trials}
+        series: Dict[int, Dict[str, Any]] = {t.id: {} for t in trials}
         names: Dict[str, set] = {"training": set(), "validation": set()}
         for kind, table in (("training", TrainingMetrics), ("validation", ValidationMetrics)):
-            rows = s.execute(select(table.trial_id, table.steps_completed, table.end_time, table.metrics)
-                             .where(table.trial_id.in_(ids)).order_by(table.trial_id, table.steps_completed, table.id))
-            for trial_id, steps, end_time, metrics in rows:
-                numbers = {k: v for k, v in (metrics or {}).items() if _numeric(v)}
-                names[kind].update(numbers)
-                series[trial_id][kind].append({"steps_completed": steps, "end_time": serialize.timestamp(end_time),
-                                               "metrics": numbers})
-        return {
-            "trials": [{"trial_id": t.id, "state": t.state, "hparams": t.hparams, "best_validation": t.best_validation,
-                        "total_batches": t.total_batches, "start_time": serialize.timestamp(t.start_time) if t.runs
-                        else None, **series[t.id]} for t in trials],
-            "groups": ["training", "validation"],
-            "metric_names": {kind: sorted(v) for kind, v in names.items()},
-        }
+            def read(chunk: List[int], table: Any = table) -> Dict[int, List[Any]]:
+                rows: Dict[int, List[Any]] = {tid: [] for tid in chunk}
+                for row in s.execute(select(table.trial_id, table.steps_completed, table.end_time, table.metrics)
+                                     .where(table.trial_id.in_(chunk))
+                                     .order_by(table.trial_id, table.steps_completed, table.id)):
+                    rows[row.trial_id].append(row)
+                return rows
+
+            for tid, (points_of, reported) in cache.series(ids, kind, points, read, _curve_points).items():
+                series[tid][kind] = points_of
+                names[kind].update(reported)
+        # The cached series are JSON text already: the answer is put together, not encoded again.
+        parts = []
+        for t in trials:
+            head = _json({"trial_id": t.id, "state": t.state, "hparams": t.hparams, "best_validation": t.best_validation,
+                          "total_batches": t.total_batches,
+                          "start_time": serialize.timestamp(t.start_time) if t.runs else None})
+            parts.append(f'{head[:-1]},"training":{series[t.id]["training"]},"validation":{series[t.id]["validation"]}}}')
+        tail = _json({"groups": ["training", "validation"],
+                      "metric_names": {kind: sorted(v) for kind, v in names.items()}, "max_points": points})
+    return _maybe_gzip(request, ('{"trials":[' + ",".join(parts) + "]," + tail[1:]).encode("utf-8"))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _curve_points(rows: List[Any]) -> Tuple[str, List[str]]:
+    """The points of a downsampled series as the route sends them (JSON text), and the names of their numeric
+    metrics."""
+    out, names = [], set()
+    for row in rows:
+        numbers = {k: v for k, v in (row.metrics or {}).items() if curves.numeric(v)}
+        names.update(numbers)
+        out.append({"steps_completed": row.steps_completed, "end_time": serialize.timestamp(row.end_time),
+                    "metrics": numbers})
+    return _json(out), sorted(names)
+
+
+GZIP_FROM = 64 * 1024  # bytes of an answer from which it is compressed for a client that accepts gzip
+
+
+def _maybe_gzip(request: Request, body: bytes) -> Response:
+    """A JSON answer, gzip-compressed when it is big and the client accepts it (every browser does): the curves
+    of a thousand trials shrink about six times."""
+    if len(body) >= GZIP_FROM and "gzip" in request.headers.get("accept-encoding", "").lower():
+        return Response(gzip.compress(body, 4), media_type="application/json",
+                        headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+    return Response(body, media_type="application/json", headers={"Vary": "Accept-Encoding"})
 
 
 @router.get("/experiments/{experiment_id}/model_files")
@@ -74,7 +115,7 @@ def _trial_values(s: Session, exp: Experiment, metric: str, smaller_is_better: b
                      .where(ValidationMetrics.trial_id.in_(list(trials))))
     for trial_id, metrics in rows:
         value = (metrics or {}).get(metric)
-        if not _numeric(value):
+        if not curves.numeric(value):
             continue
         old = best.get(trial_id)
         if old is None or (value < old if smaller_is_better else value > old):

@@ -19,10 +19,12 @@ def describe_trial(request: Request, trial_id: int) -> Response:
 
 
 @router.get("/trials/{trial_id}/metrics")
-def trial_metrics(request: Request, trial_id: int, group: str = Query(..., max_length=128)) -> Response:
-    """The trial's metrics of one group (`training`, `validation`, or any group it reported), by steps_completed."""
+def trial_metrics(request: Request, trial_id: int, group: str = Query(..., max_length=128),
+                  max_points: Optional[str] = Query(None, max_length=32)) -> Response:
+    """The trial's metrics of one group (`training`, `validation`, or any group it reported), by steps_completed;
+    `max_points` downsamples them to that many points per metric, keeping the extremes (curves.py)."""
     with problems_as_http(), master_of(request).read() as s:
-        return json_response(lambda: reads.trial_metrics(reader_of(s), trial_id, group),
+        return json_response(lambda: reads.trial_metrics(reader_of(s), trial_id, group, max_points),
                              f"trial {trial_id}'s {group} metrics")
 
 

@@ -22,6 +22,12 @@
     return curves.PALETTE[(index < 0 ? trialId : index) % curves.PALETTE.length];
   }
 
+  // The master downsamples each trial's curves (keeping every bucket's minimum and maximum, curves.py): a budget
+  // of points per metric shared by the trials keeps a page of thousands of trials small and quick to draw.
+  function curvePoints() {
+    return Math.max(4, Math.min(5000, Math.floor(20000 / Math.max(1, view.trials.length))));
+  }
+
   function series(trials) {
     const config = view.exp.config;
     return trials.map((t) => ({
@@ -326,7 +332,7 @@
   let round = 0;
   async function refresh() {
     const [described, metrics, progress] = await Promise.all([
-      det.api(`/experiments/${id}`), det.api(`/experiments/${id}/metrics`), det.api(`/experiments/${id}/searcher_progress`)]);
+      det.api(`/experiments/${id}`), det.api(`/experiments/${id}/metrics?max_points=${curvePoints()}`), det.api(`/experiments/${id}/searcher_progress`)]);
     view.samples.push({ t: Date.now(), p: described.experiment.progress });
     const signature = JSON.stringify([described, metrics, progress]);
     if (signature === view.signature) { renderHeader(); return true; } // nothing changed: leave the charts alone

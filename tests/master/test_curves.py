@@ -1,0 +1,96 @@
+"""Downsampled learning curves (determined/master/curves.py): what is kept, the bound on the point count, the cache."""
+import math
+import random
+from typing import Any, Dict, List
+
+import pytest
+
+from determined.master import curves
+from determined.master.problems import RequestProblem
+
+
+def _buckets(n: int, max_points: int) -> List[range]:
+    """The buckets the docs promise: the n - 2 points between the first and the last, in (max_points - 2) // 2
+    parts of equal count (sizes differ by at most one)."""
+    count = (max_points - 2) // 2
+    edges = [1 + (b * (n - 2)) // count for b in range(count + 1)]
+    return [range(edges[b], edges[b + 1]) for b in range(count)]
+
+
+@pytest.mark.parametrize("n,max_points", [(1000, 50), (1001, 51), (37, 4), (10, 10), (3, 4)])
+def test_keeps_first_last_and_every_bucket_min_and_max(n: int, max_points: int) -> None:
+    rng = random.Random(n)
+    values = [rng.gauss(0, 1) for _ in range(n)]
+    values[n // 3] = 50.0  # a spike and a dip must survive any reduction
+    values[n // 2] = -50.0
+    kept = curves.extreme_indices(values, max_points)
+    assert kept == sorted(set(kept)) and len(kept) <= max_points
+    if n <= max_points:
+        assert kept == list(range(n))
+        return
+    assert kept[0] == 0 and kept[-1] == n - 1
+    for bucket in _buckets(n, max_points):
+        inside = [values[i] for i in bucket]
+        assert min(inside) in [values[i] for i in kept if i in bucket]
+        assert max(inside) in [values[i] for i in kept if i in bucket]
+    assert values.index(50.0) in kept and values.index(-50.0) in kept
+
+
+def test_points_keep_the_extremes_of_every_metric() -> None:
+    n = 500
+    points: List[Dict[str, Any]] = [{"loss": 1.0 / (i + 1), "lr": 0.1, "acc": math.sin(i / 7.0)} for i in range(n)]
+    points[123]["loss"] = 9.0  # a spike of one metric keeps that whole point
+    points[200]["lr"] = "warmup"  # not a number: not part of lr's series
+    points[301] = {"note": "text only"}
+    kept = curves.downsample(points, 10)
+    assert kept[0] == 0 and kept[-1] == n - 1 and 123 in kept
+    for name in ("loss", "lr", "acc"):
+        where = [i for i, p in enumerate(points) if isinstance(p.get(name), float)]
+        mine = [i for i in kept if i in where]
+        values = [points[i][name] for i in where]
+        assert min(values) in [points[i][name] for i in mine] and max(values) in [points[i][name] for i in mine]
+    assert len(kept) <= 3 * 10  # at most max_points per metric
+
+
+@pytest.mark.parametrize("value", [3, 5001, 0, -4, "many", "1e3", True, 4.5, None])
+def test_the_point_count_is_bounded_with_a_clear_error(value: Any) -> None:
+    with pytest.raises(RequestProblem) as e:
+        curves.check_max_points(value)
+    assert e.value.status == 400
+    assert f"from {curves.MIN_POINTS} to {curves.MAX_POINTS}" in e.value.problems[0]
+    assert "/trials/{id}/metrics" in e.value.problems[0]  # where the full series is
+
+
+def test_bounds_and_default_budget() -> None:
+    assert curves.check_max_points("4") == 4 and curves.check_max_points(5000) == 5000
+    assert curves.default_max_points(1) == curves.MAX_POINTS
+    assert curves.default_max_points(1000) == curves.EXPERIMENT_BUDGET // 1000
+    assert curves.default_max_points(10**6) == curves.MIN_POINTS
+
+
+class _Row:
+    def __init__(self, step: int, loss: float) -> None:
+        self.steps_completed, self.metrics = step, {"loss": loss}
+
+
+def test_cache_answers_until_the_trial_reports_again() -> None:
+    cache = curves.CurveCache()
+    stored = {1: [_Row(s, 1.0 / s) for s in range(1, 101)], 2: [_Row(1, 0.5)]}
+    reads: List[List[int]] = []
+
+    def read(ids: List[int]) -> Dict[int, List[Any]]:
+        reads.append(ids)
+        return {tid: list(stored[tid]) for tid in ids}
+
+    def render(rows: List[Any]) -> List[int]:
+        return [r.steps_completed for r in rows]
+
+    first = cache.series([1, 2], "training", 10, read, render)
+    assert first[1][0] == 1 and first[1][-1] == 100 and len(first[1]) <= 10 and first[2] == [1]
+    assert cache.series([1, 2], "training", 10, read, render) == first and reads == [[1, 2]]  # from the cache
+    stored[2].append(_Row(2, 0.25))
+    cache.touch(2)
+    assert cache.series([1, 2], "training", 10, read, render)[2] == [1, 2]
+    assert reads == [[1, 2], [2]]  # only the trial that reported is read again
+    cache.series([1], "training", 20, read, render)  # another point count is another entry
+    assert reads[-1] == [1]
