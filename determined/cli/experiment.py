@@ -57,6 +57,10 @@ def create(args: argparse.Namespace) -> int:
     from determined.config.overrides import apply_overrides, merge_template
     from determined.experimental import _connect, _native, _run
 
+    for option in ("config", "template", "project_id", "project"):  # callers that build their own Namespace
+        if not hasattr(args, option):
+            setattr(args, option, None)
+    args.follow_first_trial = getattr(args, "follow_first_trial", False)
     _apply_cpu_slots(args)
     raw = workspace.project_target(args, apply_overrides(_load_raw(args.config_file), args.config or []))
     template = _template_config(args)
