@@ -364,11 +364,15 @@ def _take_pipes(fds: List[int]) -> None:
 
 def _reseed() -> None:
     """Generators seeded from the OS at import get fresh seeds, as in a process started cold (`random` reseeds
-    itself after a fork)."""
+    itself after a fork): numpy's global one and torch's default CPU generator (CUDA's are made after the fork)."""
     if "numpy" in sys.modules:
         import numpy
 
         numpy.random.seed()
+    if "torch" in sys.modules:
+        import torch
+
+        torch.default_generator.seed()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
