@@ -33,7 +33,7 @@ import socket
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 logger = logging.getLogger("determined.master")
 
@@ -53,6 +53,10 @@ IMPORT_TIME_PREFIXES: Tuple[str, ...] = (
 PER_TRIAL_NAMES = frozenset({"CUDA_VISIBLE_DEVICES"})
 READY_TIMEOUT_S = 180.0
 _MAX_MESSAGE = 8 * 2**20
+
+
+def _without_per_trial(env: Mapping[str, str]) -> Dict[str, str]:
+    return {k: v for k, v in env.items() if not k.startswith("DET_") and k not in PER_TRIAL_NAMES}
 
 
 def import_time_variables(env: Mapping[str, str]) -> Dict[str, str]:
@@ -115,6 +119,7 @@ class ForkServer:
         self._ready = threading.Event()
         self._dead = threading.Event()
         self._stderr_tail: List[str] = []
+        self._preloaded: Set[str] = set()
         threading.Thread(target=self._read_answers, name=f"forkserver-{framework}", daemon=True).start()
         threading.Thread(target=self._read_stderr, name=f"forkserver-{framework}-stderr", daemon=True).start()
 
@@ -130,11 +135,27 @@ class ForkServer:
     def alive(self) -> bool:
         return not self._dead.is_set()
 
-    def spawn(self, env: Mapping[str, str], cwd: str) -> Optional[ForkedProcess]:
+    def preload(self, modules: Sequence[str]) -> None:
+        """Have the server import `modules` (those it has not tried yet) before it forks the next child: the
+        model's own imports from outside its directory (framework_scan.TrialImports.modules)."""
+        wanted = [m for m in modules if m not in self._preloaded]
+        if not wanted or self._dead.is_set():
+            return
+        self._preloaded.update(wanted)
+        try:
+            with self._lock:
+                self._sock.send(json.dumps({"preload": wanted}).encode())
+        except OSError as e:
+            logger.warning("the %s fork server did not take the modules to import (%s)", self.framework, e)
+
+    def spawn(self, env: Mapping[str, str], cwd: str, preload: Sequence[str] = ()) -> Optional[ForkedProcess]:
         """A child now running the harness with `env` in `cwd`; None when the server is not ready or died (start
-        the trial cold)."""
+        the trial cold). `preload`: modules to import first, when `env` is the server's but for the variables
+        set for each trial (DET_*, CUDA_VISIBLE_DEVICES), so that they are imported as the trial would."""
         if not self.ready(0):
             return None
+        if preload and _without_per_trial(env) == _without_per_trial(self.env):
+            self.preload(preload)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         message = json.dumps({"env": dict(env), "cwd": cwd}).encode()
@@ -234,9 +255,10 @@ _PREWARMED: Dict[str, ForkServer] = {}
 _PREWARMED_LOCK = threading.Lock()
 
 
-def prewarm(framework: str, cwd: str, env: Mapping[str, str]) -> Optional[ForkServer]:
-    """Start the fork server of `framework` now, for a resource manager of this process to adopt
-    (`take_prewarmed`) if it would start one with the same environment; None for a framework without one."""
+def prewarm(framework: str, cwd: str, env: Mapping[str, str], preload: Sequence[str] = ()) -> Optional[ForkServer]:
+    """Start the fork server of `framework` now (and have it import `preload`), for a resource manager of this
+    process to adopt (`take_prewarmed`) if it would start one with the same environment; None for a framework
+    without one."""
     if framework not in FRAMEWORK_IMPORTS:
         return None
     from determined.common._process import die_with_parent
@@ -244,7 +266,9 @@ def prewarm(framework: str, cwd: str, env: Mapping[str, str]) -> Optional[ForkSe
     with _PREWARMED_LOCK:
         if framework not in _PREWARMED:
             _PREWARMED[framework] = ForkServer(framework, cwd, env, preexec_fn=die_with_parent)
-        return _PREWARMED[framework]
+        server = _PREWARMED[framework]
+    server.preload(preload)
+    return server
 
 
 def take_prewarmed(framework: str, env: Mapping[str, str],
@@ -316,6 +340,10 @@ def _serve(framework: str, sock: socket.socket) -> None:
         message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 2)
         if not message:
             return
+        request = json.loads(message)
+        if "preload" in request:
+            _preload(request["preload"])
+            continue
         if _cuda_initialised(framework):  # never fork a process with CUDA state
             for fd in fds:
                 os.close(fd)
@@ -328,10 +356,28 @@ def _serve(framework: str, sock: socket.socket) -> None:
             os.close(wake_w)
             sock.close()
             _take_pipes(fds)
-            raise _Child(json.loads(message))
+            raise _Child(request)
         for fd in fds:
             os.close(fd)
         _send(sock, {"pid": pid})
+
+
+# The server's environment before its imports (they may change os.environ).
+_STARTED_ENV: Dict[str, str] = {}
+
+
+def _preload(modules: List[str]) -> None:
+    """Import the model's modules from outside its directory; one that fails is left to the trial (which then
+    fails, or not, as a cold process would)."""
+    import gc
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(str(name))
+        except BaseException:  # noqa: B036 -- a module's import may raise anything; the trial meets it itself
+            continue
+    gc.freeze()
 
 
 def _reap(sock: socket.socket) -> None:
@@ -383,6 +429,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"usage: python -m determined.exec.forkserver {{{','.join(FRAMEWORK_IMPORTS)}}} FD", file=sys.stderr)
         return 2
     framework, fd = args[0], int(args[1])
+    _STARTED_ENV.update(os.environ)
     sock = socket.socket(fileno=fd)
     from determined.exec import harness
 
@@ -402,12 +449,23 @@ def _run_child(framework: str, assignment: Dict[str, Any]) -> int:
 
     _reseed()
     env = assignment.get("env")
-    if isinstance(env, dict) and import_time_variables(env) != import_time_variables(os.environ):
+    if isinstance(env, dict) and import_time_variables(env) != import_time_variables(_STARTED_ENV):
         # read when this process started or imported the framework: only a cold process gets them right
         os.chdir(str(assignment.get("cwd") or "."))
         os.execve(harness_command()[0], harness_command(), {str(k): str(v) for k, v in env.items()})
+    # What the imports did to os.environ (scikit-learn sets KMP_* defaults, say), done again over the trial's
+    # environment, as the same imports would have done in a cold process.
+    effects = {k: v for k, v in os.environ.items() if _STARTED_ENV.get(k) != v}
+    removed = [k for k in _STARTED_ENV if k not in os.environ]
     _environment.PRELOADED_FRAMEWORK = framework
     _become(assignment)
+    trial_env = dict(env) if isinstance(env, dict) else {}
+    for k, v in effects.items():
+        if trial_env.get(k) == _STARTED_ENV.get(k):
+            os.environ[k] = v
+    for k in removed:
+        if trial_env.get(k) == _STARTED_ENV.get(k):
+            os.environ.pop(k, None)
     return harness.main()
 
 

@@ -202,13 +202,14 @@ def _prewarm(raw: Dict[str, Any], model_dir: str) -> None:
     """On the embedded master: start the fork server of the Trial class's framework now, so that the framework's
     import (seconds) runs while the master starts; the master's resource manager adopts it when its environment is
     the one it would start it with (determined/exec/forkserver.py)."""
-    from determined.common.framework_scan import framework_of_directory
-    from determined.master.rm.local import PRESTART_ENV
+    from determined.common.framework_scan import scan_directory
+    from determined.master.rm.local import PRESTART_ENV, WARM_ENV
 
-    if os.environ.get(PRESTART_ENV, "").strip() == "0" or ((raw.get("internal") or {}).get("native") or {}):
+    off = any(os.environ.get(name, "").strip() == "0" for name in (PRESTART_ENV, WARM_ENV))
+    if off or ((raw.get("internal") or {}).get("native") or {}):
         return
-    framework = framework_of_directory(model_dir, raw.get("entrypoint"))
-    if framework is None:
+    imports = scan_directory(model_dir, raw.get("entrypoint"))
+    if imports is None:
         return
     from determined.exec import forkserver
     from determined.master.rm.local import warm_environment
@@ -217,7 +218,10 @@ def _prewarm(raw: Dict[str, Any], model_dir: str) -> None:
 
     try:
         env = warm_environment(inherited_environment(os.environ), detect_slots())
-        forkserver.prewarm(framework, str(common.data_dir() / "work"), env)
+        # its imports then run beside the master's start; the model's other imports too, unless the experiment
+        # sets variables of its own (they would not be set yet)
+        preload = () if (raw.get("environment") or {}).get("environment_variables") else imports.modules
+        forkserver.prewarm(imports.framework, str(common.data_dir() / "work"), env, preload)
     except (OSError, ValueError):  # the master reports a bad DET_CPU_SLOTS or data dir itself
         pass
 

@@ -15,19 +15,23 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from determined.common.framework_scan import framework_of_archive, framework_of_directory
+from determined.common.framework_scan import TrialImports, framework_of_archive, framework_of_directory, scan_directory
 from determined.exec import _environment, forkserver
 from determined.master.rm import LocalResourceManager, Slots
 from tests.core._fake_master import TOKEN, FakeMaster, pack_dir
 
 PROBE_MODEL = '''
+import sys
+
+WARM = "torch" in sys.modules  # imported by the fork server, or not yet (a cold process)
+
 import json
 import logging
 import os
 import random
-import sys
 
 import numpy as np
+import threadpoolctl  # sets a KMP_* default in os.environ when imported, as some libraries do
 import torch
 
 import determined as det
@@ -45,7 +49,7 @@ class ProbeController(det.TrialController):
             "stdout_write_through": sys.stdout.write_through, "encoding": sys.stdout.encoding,
         }
         print("probe " + json.dumps(probe, sort_keys=True).replace(cwd, "<cwd>"), flush=True)
-        print("probe ppid %d" % os.getppid(), flush=True)
+        print("probe ppid %d warm %s" % (os.getppid(), WARM), flush=True)
         logging.getLogger("probe").info("the probe logs through the harness's logging")
         print("to stderr", file=sys.stderr, flush=True)
         for op in self.core.searcher.operations():
@@ -176,12 +180,14 @@ def test_a_warm_trial_runs_exactly_like_a_cold_one(setup: Setup, caplog: pytest.
     cold_logs = _normalised(setup.logs)
     assert "forked" not in _started_how(caplog) and "prestarted" not in _started_how(caplog)
 
-    warm = setup.launch("torch")
+    assert f"probe ppid {os.getpid()} warm False" in [line for _, _, line in setup.logs]
+    warm = setup.launch("torch", preload=("numpy", "threadpoolctl"))
     assert setup.finish() == 0
     warm_logs = list(setup.logs)
     assert "forked from the torch server" in _started_how(caplog)
     server = setup.rm._servers["torch"]
-    assert f"probe ppid {server.popen.pid}" in [line for _, _, line in warm_logs]  # it really was forked
+    # it really was forked, and not re-executed: torch was there before the model's module imported it
+    assert f"probe ppid {server.popen.pid} warm True" in [line for _, _, line in warm_logs]
     assert warm.popen.pid != server.popen.pid and cold.popen.pid != warm.popen.pid
     # Same environment, cwd, user and groups, seeds (Python, numpy, torch), threads, session, stdio and logs.
     probes = [json.loads(next(line for _, line in logs if line.startswith("probe {"))[len("probe "):])
@@ -261,6 +267,8 @@ def test_framework_of_a_trial_class_is_read_from_its_source(tmp_path: pathlib.Pa
     (tmp_path / "both.py").write_text("import torch\nimport tensorflow\n")
     (tmp_path / "broken.py").write_text("import torch\ndef (\n")
     assert framework_of_directory(tmp_path, "torch_trial:T") == "torch"
+    # what the fork server may import for it: the modules from outside the model directory, but the framework's
+    assert scan_directory(tmp_path, "torch_trial:T") == TrialImports("torch", ("numpy",))
     assert framework_of_directory(tmp_path, "indirect:T") == "torch"
     assert framework_of_directory(tmp_path, "keras_trial:T") == "tensorflow"
     assert framework_of_directory(tmp_path, "both:T") is None

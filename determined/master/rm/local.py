@@ -29,6 +29,8 @@ LAUNCH_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.launch
 # How many prestarted harness processes wait for the next 1-slot trial (default: one per slot, at most
 # MAX_PRESTART); 0 turns prestarting off.
 PRESTART_ENV = "DET_HARNESS_PRESTART"
+# 0 turns the fork servers off (every Trial class then starts in a fresh or prestarted process).
+WARM_ENV = "DET_FORK_SERVER"
 MAX_PRESTART = 4
 # A run of a script that is killed gets SIGTERM first (its handlers may checkpoint), SIGKILL this much later.
 TERM_GRACE_S = 10.0
@@ -69,7 +71,8 @@ class LocalResourceManager:
     determined/common/framework_scan.py) starts as a child of that framework's fork server
     (determined/exec/forkserver.py), which has imported the harness and the framework once; the server starts
     with the first such run (which waits for its imports instead of paying them itself), and a run whose
-    import-time variables differ from the server's starts cold. Prestarting off (0) turns this off too.
+    import-time variables differ from the server's starts cold. DET_FORK_SERVER=0, or prestarting off (0), turns
+    this off.
     `exit_listener` is called, from a watcher thread, as soon as a run's process ends, so that the caller
     can reap it without waiting for its next poll.
 
@@ -105,7 +108,8 @@ class LocalResourceManager:
         self.exit_listener: Optional[Callable[[], None]] = None
         self._pool: Optional[PrestartPool] = None
         size = _prestart_size(prestart, self.slots.total)
-        self.warm = size > 0 and self.trial_command == list(HARNESS_COMMAND)  # fork servers per framework
+        self.warm = (size > 0 and self.trial_command == list(HARNESS_COMMAND)  # fork servers per framework
+                     and os.environ.get(WARM_ENV, "").strip() != "0")
         self._servers: Dict[str, forkserver.ForkServer] = {}
         if size > 0 and self.trial_command == list(HARNESS_COMMAND):
             self._pool = PrestartPool(size, work_root, env=self.base_env, preexec_fn=die_with_parent,
@@ -160,7 +164,8 @@ class LocalResourceManager:
         self._servers[framework] = server
         return server
 
-    def _spawn_warm(self, framework: str, env: Mapping[str, str], work_dir: str) -> Optional[forkserver.ForkedProcess]:
+    def _spawn_warm(self, framework: str, env: Mapping[str, str], work_dir: str,
+                    preload: Sequence[str] = ()) -> Optional[forkserver.ForkedProcess]:
         server = self._server(framework)
         if server is None:
             return None
@@ -169,7 +174,7 @@ class LocalResourceManager:
         if not server.ready(forkserver.READY_TIMEOUT_S):
             logger.warning("the %s fork server is not serving; trials start cold", framework)
             return None
-        return server.spawn(env, work_dir)
+        return server.spawn(env, work_dir, preload)
 
     def _spare_home(self) -> str:
         """A home directory for a trial user whose own does not exist: private to it, kept across runs."""
@@ -182,9 +187,10 @@ class LocalResourceManager:
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
                master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False,
-               framework: Optional[str] = None) -> TrialProcess:
+               framework: Optional[str] = None, preload: Sequence[str] = ()) -> TrialProcess:
         """Start a run of a trial on `slots_needed` free slots (one process holding them all when `script`); `env`:
-        the experiment's own variables; `framework`: the one its Trial class imports, when known."""
+        the experiment's own variables; `framework`: the one its Trial class imports, when known, and `preload`
+        the modules from outside its model directory that it imports (the fork server imports them once)."""
         free = [i for i in range(self.slots.total) if i not in self._used]
         if len(free) < slots_needed:
             raise RuntimeError(f"trial {trial_id} needs {slots_needed} slots but only {len(free)} are free")
@@ -219,7 +225,7 @@ class LocalResourceManager:
         popen: "Optional[subprocess.Popen[bytes] | forkserver.ForkedProcess]" = None
         how = ""
         if self.warm and framework and slots_needed == 1 and not script:
-            popen = self._spawn_warm(framework, proc_env, work_dir)
+            popen = self._spawn_warm(framework, proc_env, work_dir, preload)
             how = f", forked from the {framework} server" if popen is not None else ""
         if popen is None and self._pool is not None and poolable:
             popen = self._pool.take(proc_env, work_dir)
