@@ -17,7 +17,6 @@ drifts over every variant alike:
 """
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import shutil
@@ -27,7 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Dict, List
+
+from bookkeeping import _wait_for_master  # this directory's: the same wait for `det master up`
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "digits_pytorch"
@@ -100,24 +101,6 @@ def whole_experiment(tmp: pathlib.Path, model: pathlib.Path, repeats: int) -> Di
     return times
 
 
-def _wait_for_master(data_dir: pathlib.Path, proc: "subprocess.Popen[bytes]", timeout: float = 180.0) -> str:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"det master up exited {proc.returncode}")
-        try:
-            lock = json.loads((data_dir / "master.lock").read_text())
-            if lock.get("pid") == proc.pid and lock.get("url"):
-                httpx.get(lock["url"] + "/api/v1/master/info", timeout=2).raise_for_status()
-                return str(lock["url"])
-        except (OSError, ValueError, httpx.HTTPError):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("det master up did not start serving")
-
-
 def _first_batch_after(env: Dict[str, str], tmp: pathlib.Path, model: pathlib.Path) -> float:
     from determined.common.api import Session
 
@@ -153,7 +136,7 @@ def second_experiment(tmp: pathlib.Path, model: pathlib.Path, count: int) -> Dic
         master = subprocess.Popen([*_det(), "master", "up", "--host", "127.0.0.1", "--port", "0", "--data-dir",
                                    str(data)], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         try:
-            env["DET_MASTER"] = _wait_for_master(data, master)
+            env["DET_MASTER"] = _wait_for_master(data, master, tmp / f"master-{variant}.log")
             first = _first_batch_after(env, tmp, model)
             times[variant] = [_first_batch_after(env, tmp, model) for _ in range(count)]
             print(f"  {variant}: first experiment {first:.2f} s, then " +

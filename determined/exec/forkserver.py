@@ -23,7 +23,6 @@ ends of the child's stdout and stderr pipes attached (SCM_RIGHTS); the server an
 `{"exited": N, "code": C}` (C as `Popen.returncode`: negative for a signal). The server sends `{"ready": true}`
 once its imports are done, and exits when the socket closes.
 """
-import array
 import json
 import logging
 import os
@@ -118,7 +117,6 @@ class ForkServer:
         self._early_exits: Dict[int, int] = {}
         self._ready = threading.Event()
         self._dead = threading.Event()
-        self._stderr_tail: List[str] = []
         self._preloaded: Set[str] = set()
         threading.Thread(target=self._read_answers, name=f"forkserver-{framework}", daemon=True).start()
         threading.Thread(target=self._read_stderr, name=f"forkserver-{framework}-stderr", daemon=True).start()
@@ -241,7 +239,6 @@ class ForkServer:
         assert self.popen.stderr is not None
         for raw in self.popen.stderr:
             line = raw.decode("utf-8", "replace").rstrip()
-            self._stderr_tail = (self._stderr_tail + [line])[-20:]
             logger.warning("%s fork server: %s", self.framework, line)
         self.popen.stderr.close()
 

@@ -11,7 +11,7 @@ import pathlib
 import re
 import signal
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -19,6 +19,7 @@ from determined.common.framework_scan import TrialImports, framework_of_archive,
 from determined.exec import _environment, forkserver
 from determined.master.rm import LocalResourceManager, Slots
 from tests.core._fake_master import TOKEN, FakeMaster, pack_dir
+from tests.core.test_prestart import _alive, _wait_for
 
 PROBE_MODEL = '''
 import sys
@@ -72,25 +73,6 @@ child = subprocess.Popen(["sleep", "1000"])
 print("child pid", child.pid, flush=True)
 time.sleep(1000)
 '''
-
-
-def _wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    event = threading.Event()
-    deadline = datetime.datetime.now() + datetime.timedelta(seconds=timeout)
-    while datetime.datetime.now() < deadline:
-        value = check()
-        if value:
-            return value
-        event.wait(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Setup:
