@@ -9,7 +9,7 @@ STAMP_DEV := $(VENV)/.installed-dev
 # Another release: make TORCH='torch==2.14.1' ...
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load bench-bookkeeping bench-cli bench-scale clean
+.PHONY: demo test install install-dev bench bench-search bench-checkpoint bench-ddp bench-load bench-bookkeeping bench-cli bench-scale bench-startup clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,9 @@ bench-ddp: $(STAMP_DEV)
 
 bench-load: $(STAMP_DEV)
 	$(BIN)/python benchmarks/master_load.py
+
+bench-startup: $(STAMP_DEV)
+	$(BIN)/python benchmarks/startup.py
 
 bench-cli: $(STAMP_RUN)
 	$(BIN)/python benchmarks/cli_latency.py

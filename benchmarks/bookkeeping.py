@@ -14,7 +14,8 @@ same workload in the same run:
 Ours is timed from submission to COMPLETED (the experiment's start_time → end_time as the master recorded them);
 Ray Tune from `Tuner.fit()` to its return (after `ray.init`). Anything that starts Ray runs in a private network
 and process namespace (`unshare -n -p -f --mount-proc`, loopback only) that this script re-executes itself in,
-so every Ray process it started ends with it; that needs root (otherwise those variants are skipped).
+so every Ray process it started ends with it; that needs root (otherwise those variants are skipped). Ray runs
+with token authentication (`RAY_AUTH_MODE=token`) and a `RAY_AUTH_TOKEN` made for the run unless one is set.
 
     .venv/bin/pip install -r benchmarks/requirements-bookkeeping.txt
     .venv/bin/python benchmarks/bookkeeping.py                    # 200 trials of 1 s on 2 slots
@@ -27,6 +28,7 @@ import importlib
 import json
 import os
 import pathlib
+import secrets
 import shutil
 import signal
 import socket
@@ -151,6 +153,10 @@ def _free_port() -> int:
 
 
 def _ray_env() -> Dict[str, str]:
+    """The environment of everything Ray here: token authentication with a token of this run's own (made once
+    and inherited by the namespace run, so that the head, the master and Tune share it), unless one is set."""
+    if not os.environ.get("RAY_AUTH_TOKEN"):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     env = dict(os.environ)
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "PYTHONPATH": str(REPO)})
     return env
@@ -236,7 +242,7 @@ def _in_namespace_ray_rm(trials: int, slots: int, work: float) -> Dict[str, Any]
 
 
 def _in_namespace_tune(trials: int, slots: int, work: float) -> Dict[str, Any]:
-    os.environ.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"})
+    os.environ.update(_ray_env())
     import ray
     from ray import tune
 

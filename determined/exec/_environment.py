@@ -9,7 +9,7 @@ ranks, ``CUDA_VISIBLE_DEVICES``) keep the platform's value. Variables the interp
 import logging
 import os
 import sys
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 from determined.config import environment_variables
 
@@ -31,7 +31,16 @@ def _platform_owned(name: str) -> bool:
     return name in PLATFORM_VARIABLES or name.startswith("DET_")
 
 
+# The framework a warm process (determined/exec/forkserver.py) imported before it became this trial's: variables
+# read when a framework is imported need a fresh process there too.
+PRELOADED_FRAMEWORK: Optional[str] = None
+
+
 def _read_at_start(name: str) -> bool:
+    if PRELOADED_FRAMEWORK is not None:
+        from determined.exec.forkserver import PER_TRIAL_NAMES, IMPORT_TIME_PREFIXES
+
+        return name.startswith(IMPORT_TIME_PREFIXES) and name not in PER_TRIAL_NAMES
     return name.startswith("PYTHON") or name.startswith("LD_")
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from determined import errors
+from determined.common.framework_scan import TrialImports, scan_archive
 from determined.config import environment_variables
 from determined.config.entrypoint import runs_a_script
 from determined.master import allocations, isolation, scheduler, states, trial_notes
@@ -170,6 +171,7 @@ class Master:
         self.trial_user = trial_user
         # Exits of trial processes not recorded yet (the database refused the write: a full disk, say).
         self._unrecorded_exits: List[Tuple[int, str, int]] = []
+        self._trial_imports_of: Dict[int, Optional[TrialImports]] = {}  # experiment id -> what its Trial imports
         self._unrecorded_exits_logged = False
         if run_scheduler:
             self.log_writer = LogWriter(self._writes, limits=log_limits)
@@ -399,6 +401,15 @@ class Master:
             logger.warning("recorded the exits of %s trial run(s) that had waited", len(exits))
             self._unrecorded_exits_logged = False
 
+    def _trial_imports(self, exp: Experiment) -> Optional[TrialImports]:
+        """The framework and the outside modules the experiment's Trial class imports (read once from its source;
+        None: unknown), so that the local RM can start its trials in a process that has imported them."""
+        if exp.id not in self._trial_imports_of:
+            native = ((exp.config.get("internal") or {}).get("native") or {}).get("command")
+            self._trial_imports_of[exp.id] = (None if native or not getattr(self.rm, "warm", False)
+                                              else scan_archive(exp.model_def, exp.config.get("entrypoint")))
+        return self._trial_imports_of[exp.id]
+
     def _schedule(self) -> None:
         assert self.rm is not None and self.url is not None
         free = self.rm.free_slots()
@@ -411,12 +422,15 @@ class Master:
                     allocation_id, token = allocations.start_allocation(s, trial)
                     self.log_policies.watch(trial.id, allocation_id, exp.config)
                     env = environment_variables(exp.config, "cuda" if self.rm.slots.kind == "gpu" else "cpu")
+                    script = runs_a_script(exp.config)
                     launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp), env,
-                                     runs_a_script(exp.config)))
-        for trial_id, exp_id, allocation_id, token, slots, env, script in launches:
+                                     script, None if script else self._trial_imports(exp)))
+        for trial_id, exp_id, allocation_id, token, slots, env, script, imports in launches:
             try:
+                # the Ray RM starts every trial cold
+                kwargs = {"framework": imports.framework, "preload": imports.modules} if imports else {}
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
-                               slots_needed=slots, master_url=self.url, env=env, script=script)
+                               slots_needed=slots, master_url=self.url, env=env, script=script, **kwargs)
             except Exception as e:
                 logger.error("trial %s: could not start its process: %s", trial_id, e)
                 with self.write() as s:

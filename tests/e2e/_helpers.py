@@ -65,6 +65,9 @@ def harness_pids(experiment_id: int) -> List[int]:
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
+            if _forked_trial(entry, cmdline, data_dir):
+                pids.append(int(entry.name))
+                continue
             if b"determined.exec.harness" not in cmdline:
                 continue
             environ = (entry / "environ").read_bytes().split(b"\0")
@@ -76,6 +79,18 @@ def harness_pids(experiment_id: int) -> List[int]:
             continue  # another test run's trial (e.g. a second checkout running its own suite)
         pids.append(int(entry.name))
     return pids
+
+
+def _forked_trial(entry: pathlib.Path, cmdline: bytes, data_dir: Optional[str]) -> bool:
+    """A trial forked from a fork server (determined/exec/forkserver.py): its command line is the server's and
+    /proc shows the server's environment, so it is known by its parent (a server) and its working directory (the
+    trial's, in this data dir). The tests that use this run one experiment at a time."""
+    if b"determined.exec.forkserver" not in cmdline or not data_dir:
+        return False
+    ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    if b"determined.exec.forkserver" not in pathlib.Path(f"/proc/{ppid}/cmdline").read_bytes():
+        return False  # the server itself
+    return os.readlink(entry / "cwd").startswith(os.path.join(data_dir, "work") + os.sep)
 
 
 def wait_for(predicate, timeout: float = 120, interval: float = 0.3, what: str = "condition") -> Any:

@@ -2,6 +2,8 @@
 
 Each scenario (tests/ray/_ray_scenario.py) runs once as PID 1 of `unshare -n -p -f --mount-proc`: every
 Ray process, the master and the trials it started end with it. The tests here read what it recorded.
+Ray runs with token authentication: each scenario gets a fresh `RAY_AUTH_TOKEN` (with `RAY_AUTH_MODE=token` and no
+token, `ray start --head` exits 1; docs/ray.md says how a cluster's token is provided).
 """
 import json
 import os

@@ -14,6 +14,7 @@ import time
 from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from determined.common._process import die_with_parent
+from determined.exec import forkserver
 from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
 from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
 from determined.master.rm.slots import Slots, detect_slots
@@ -28,6 +29,8 @@ LAUNCH_COMMAND: Tuple[str, ...] = (sys.executable, "-m", "determined.exec.launch
 # How many prestarted harness processes wait for the next 1-slot trial (default: one per slot, at most
 # MAX_PRESTART); 0 turns prestarting off.
 PRESTART_ENV = "DET_HARNESS_PRESTART"
+# 0 turns the fork servers off (every Trial class then starts in a fresh or prestarted process).
+WARM_ENV = "DET_FORK_SERVER"
 MAX_PRESTART = 4
 # A run of a script that is killed gets SIGTERM first (its handlers may checkpoint), SIGKILL this much later.
 TERM_GRACE_S = 10.0
@@ -37,7 +40,7 @@ TERM_GRACE_S = 10.0
 class TrialProcess:
     trial_id: int
     allocation_id: str
-    popen: "subprocess.Popen[bytes]"
+    popen: "subprocess.Popen[bytes] | forkserver.ForkedProcess"
     slots: List[int]
     work_dir: str
     readers: List[threading.Thread]
@@ -64,6 +67,12 @@ class LocalResourceManager:
     A 1-slot run of the harness starts in a prestarted process (`determined.exec.prestart`) when one is idle:
     Python has started and imported the harness while earlier trials ran. `prestart` (default: the
     DET_HARNESS_PRESTART variable, else one per slot up to MAX_PRESTART) is how many wait; 0 turns it off.
+    A 1-slot run of a Trial class whose framework the master read from its source (`framework`, see
+    determined/common/framework_scan.py) starts as a child of that framework's fork server
+    (determined/exec/forkserver.py), which has imported the harness and the framework once; the server starts
+    with the first such run (which waits for its imports instead of paying them itself), and a run whose
+    import-time variables differ from the server's starts cold. DET_FORK_SERVER=0, or prestarting off (0), turns
+    this off.
     `exit_listener` is called, from a watcher thread, as soon as a run's process ends, so that the caller
     can reap it without waiting for its next poll.
 
@@ -99,6 +108,9 @@ class LocalResourceManager:
         self.exit_listener: Optional[Callable[[], None]] = None
         self._pool: Optional[PrestartPool] = None
         size = _prestart_size(prestart, self.slots.total)
+        self.warm = (size > 0 and self.trial_command == list(HARNESS_COMMAND)  # fork servers per framework
+                     and os.environ.get(WARM_ENV, "").strip() != "0")
+        self._servers: Dict[str, forkserver.ForkServer] = {}
         if size > 0 and self.trial_command == list(HARNESS_COMMAND):
             self._pool = PrestartPool(size, work_root, env=self.base_env, preexec_fn=die_with_parent,
                                       popen_kwargs=self._popen_user)
@@ -132,6 +144,38 @@ class LocalResourceManager:
             return inherited_environment(os.environ)
         return trial_environment(os.environ, user=self.trial_user, home=home)
 
+    def warm_env(self) -> Dict[str, str]:
+        """The environment a fork server starts with: a 1-slot run's, before the run's own variables."""
+        return warm_environment(self.base_env(), self.slots)
+
+    def _server(self, framework: str) -> Optional[forkserver.ForkServer]:
+        """The fork server of `framework`, started (or adopted from `forkserver.prewarm`) on first use."""
+        server = self._servers.get(framework)
+        if server is not None and server.alive():
+            return server
+        if framework not in forkserver.FRAMEWORK_IMPORTS:
+            return None
+        env = self.warm_env()
+        server = forkserver.take_prewarmed(framework, env, self._popen_user)
+        if server is None:
+            logger.info("starting the %s fork server (trials of that framework start in it)", framework)
+            server = forkserver.ForkServer(framework, self.work_root, env, preexec_fn=die_with_parent,
+                                           popen_kwargs=self._popen_user)
+        self._servers[framework] = server
+        return server
+
+    def _spawn_warm(self, framework: str, env: Mapping[str, str], work_dir: str,
+                    preload: Sequence[str] = ()) -> Optional[forkserver.ForkedProcess]:
+        server = self._server(framework)
+        if server is None:
+            return None
+        if forkserver.import_time_variables(env) != forkserver.import_time_variables(server.env):
+            return None  # the run's thread counts, paths or framework settings differ: a fresh process reads them
+        if not server.ready(forkserver.READY_TIMEOUT_S):
+            logger.warning("the %s fork server is not serving; trials start cold", framework)
+            return None
+        return server.spawn(env, work_dir, preload)
+
     def _spare_home(self) -> str:
         """A home directory for a trial user whose own does not exist: private to it, kept across runs."""
         assert self.trial_user is not None
@@ -142,9 +186,11 @@ class LocalResourceManager:
         return path
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False) -> TrialProcess:
+               master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False,
+               framework: Optional[str] = None, preload: Sequence[str] = ()) -> TrialProcess:
         """Start a run of a trial on `slots_needed` free slots (one process holding them all when `script`); `env`:
-        the experiment's own variables."""
+        the experiment's own variables; `framework`: the one its Trial class imports, when known, and `preload`
+        the modules from outside its model directory that it imports (the fork server imports them once)."""
         free = [i for i in range(self.slots.total) if i not in self._used]
         if len(free) < slots_needed:
             raise RuntimeError(f"trial {trial_id} needs {slots_needed} slots but only {len(free)} are free")
@@ -176,8 +222,14 @@ class LocalResourceManager:
         one_process = slots_needed == 1 or script
         # A prestarted harness has started its interpreter: variables Python reads at start need a new process.
         poolable = one_process and not any(n.startswith(("PYTHON", "LD_")) for n in (env or {}))
-        popen = self._pool.take(proc_env, work_dir) if self._pool is not None and poolable else None
-        prestarted = popen is not None
+        popen: "Optional[subprocess.Popen[bytes] | forkserver.ForkedProcess]" = None
+        how = ""
+        if self.warm and framework and slots_needed == 1 and not script:
+            popen = self._spawn_warm(framework, proc_env, work_dir, preload)
+            how = f", forked from the {framework} server" if popen is not None else ""
+        if popen is None and self._pool is not None and poolable:
+            popen = self._pool.take(proc_env, work_dir)
+            how = ", prestarted" if popen is not None else ""
         if popen is None:
             popen = subprocess.Popen(
                 list(self.trial_command) if one_process else self.command_for(slots_needed),
@@ -196,7 +248,7 @@ class LocalResourceManager:
         self._processes[allocation_id] = proc
         self._used.update(chosen)
         logger.info("trial %s: started run %s (pid %s%s) on %s slot(s) %s", trial_id, allocation_id, popen.pid,
-                    ", prestarted" if prestarted else "", self.slots.kind, chosen)
+                    how, self.slots.kind, chosen)
         return proc
 
     def _watch(self, trial_id: int, popen: "subprocess.Popen[bytes]") -> None:
@@ -272,6 +324,9 @@ class LocalResourceManager:
             self._kill_group(proc)
         if self._pool is not None:
             self._pool.close()
+        servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.close()
 
     @staticmethod
     def _kill_group(proc: TrialProcess, signum: int = signal.SIGKILL) -> None:
@@ -279,6 +334,12 @@ class LocalResourceManager:
             os.killpg(proc.popen.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def warm_environment(base: Mapping[str, str], slots: Slots) -> Dict[str, str]:
+    """The environment of a fork server of an RM with `slots` whose trials start from `base`: a 1-slot run's,
+    before the run's own variables (launch sets OMP_NUM_THREADS the same way)."""
+    return {**base, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, slots.total)))}
 
 
 def _owned_dir(path: str, uid: int) -> bool:
