@@ -40,16 +40,20 @@ def test_workspaces_page_and_the_project_and_workspace_filters(ui_master: Dict[s
         page.locator(link).click()  # to the experiments page, filtered to the project (a locator: the page re-renders)
         page.wait_for_url(f"**/?project={project['id']}", **WAIT)
         page.wait_for_function("() => document.getElementById('project-filter').value !== ''", **WAIT)
-        page.wait_for_function("() => document.querySelectorAll('#experiments-table tbody tr').length === 1", **WAIT)
+        # one row, ours (not the "No experiments yet" row the table shows before its data arrives)
+        page.wait_for_function("() => { const r = document.querySelectorAll('#experiments-table tbody tr'); "
+                               "return r.length === 1 && r[0].textContent.includes('in ui-project'); }", **WAIT)
         assert f"{exp['id']}" in _rows(page, "experiments-table")[0]
         assert page.input_value("#project-filter") == str(project["id"])
         page.select_option("#project-filter", "")  # all projects: the others come back
-        page.wait_for_function("() => document.querySelectorAll('#experiments-table tbody tr').length >= 2", **WAIT)
+        page.wait_for_function("() => Array.from(document.querySelectorAll('#experiments-table tbody tr'))"
+                               ".filter(r => /in ui-project|uncategorized/.test(r.textContent)).length === 2", **WAIT)
         assert "project=" not in page.url
         page.select_option("#project-filter", "1")  # Uncategorized: the other one, not ours
         page.wait_for_function(
-            "() => Array.from(document.querySelectorAll('#experiments-table tbody tr'))"
-            ".every(r => !r.textContent.includes('in ui-project'))", **WAIT)
+            "() => { const r = Array.from(document.querySelectorAll('#experiments-table tbody tr')); "
+            "return r.some(x => x.textContent.includes('uncategorized')) "
+            "&& r.every(x => !x.textContent.includes('in ui-project')); }", **WAIT)
         assert any("uncategorized" in r for r in _rows(page, "experiments-table"))
         assert problems == []
     finally:
@@ -58,7 +62,8 @@ def test_workspaces_page_and_the_project_and_workspace_filters(ui_master: Dict[s
     page, problems = open_page(shared_context, url + f"/models?workspace={ws['id']}")
     try:
         page.wait_for_function(f"() => document.getElementById('workspace-filter').value === '{ws['id']}'", **WAIT)
-        page.wait_for_function("() => document.querySelectorAll('#models-table tbody tr').length === 1", **WAIT)
+        page.wait_for_function("() => { const r = document.querySelectorAll('#models-table tbody tr'); "
+                               "return r.length === 1 && r[0].textContent.includes('ui-team-model'); }", **WAIT)
         assert "ui-team-model" in _rows(page, "models-table")[0]
         assert problems == []
     finally:
