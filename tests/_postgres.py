@@ -121,14 +121,29 @@ class PostgresServer:
                     raise
                 time.sleep(0.5)
 
-    def create_database(self, name: str) -> str:
-        """Create database `name` (once) and return its URL."""
+    def create_database(self, name: str, wait: float = 60.0) -> str:
+        """Create database `name` (once) and return its URL.
+
+        A connection made just before the server notices a crashed backend is closed under it when the server
+        restarts its backends: the attempt is made again (if the database got created before that, it is kept)."""
+        import psycopg
+
         with self._lock:
             if name not in self._databases:
-                with self._admin_connection() as conn:
-                    # FILE_COPY (PostgreSQL 15+) copies the template's files instead of writing them all to the WAL
-                    strategy = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
-                    conn.execute(f'CREATE DATABASE "{name}"{strategy}')
+                deadline = time.monotonic() + wait
+                while True:
+                    try:
+                        with self._admin_connection(wait) as conn:
+                            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+                            if not exists:
+                                # FILE_COPY (PostgreSQL 15+) copies the template's files, not all of them to the WAL
+                                strategy = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
+                                conn.execute(f'CREATE DATABASE "{name}"{strategy}')
+                        break
+                    except psycopg.OperationalError as e:
+                        if not any(m in str(e) for m in _RECOVERING) or time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.5)
                 self._databases[name] = self.url(name)
             return self._databases[name]
 
