@@ -430,6 +430,19 @@ class DistributedContext:
         return self._collectives
 
 
+def check_global_batch_size(hparams: Dict[str, Any], slots: int) -> None:
+    """With several slots, global_batch_size must split evenly into per-slot batches."""
+    gbs = hparams.get("global_batch_size")
+    if slots <= 1 or isinstance(gbs, bool) or not isinstance(gbs, int):
+        return
+    if gbs < slots or gbs % slots:
+        raise errors.InvalidTrialError(
+            f"hyperparameter global_batch_size ({gbs}) must be a multiple of resources.slots_per_trial ({slots}) "
+            f"and at least as large: every slot trains on global_batch_size / slots_per_trial records per batch; "
+            f"use e.g. global_batch_size: {max(slots, gbs // slots * slots)} or change slots_per_trial"
+        )
+
+
 def _check_ranks(rank: int, size: int, local_rank: int, local_size: int, cross_rank: int, cross_size: int) -> None:
     for name, value in (("size", size), ("local_size", local_size), ("cross_size", cross_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

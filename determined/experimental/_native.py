@@ -72,6 +72,32 @@ def test_config(raw: Dict[str, Any], seed: Optional[int] = None) -> Dict[str, An
     return det_config.make_test_config(canonical, hparams)
 
 
+def submit(
+    raw: Dict[str, Any], context_dir: Optional[str], command: Optional[List[str]], *, local: bool, test: bool,
+    master_url: Optional[str], caller: str,
+) -> Dict[str, Any]:
+    """Run (local) or submit an experiment whose trials run `command` in `context_dir`; its description at the end.
+
+    `context_dir` defaults to the working directory for a local run; a cluster run needs it (it is what is uploaded).
+    `caller` names the public function in the errors.
+    """
+    if not context_dir:
+        if not local:
+            raise errors.DeterminedError(
+                f"{caller}: context_dir is required when not running locally: it is the directory uploaded with the "
+                "experiment (for example context_dir='.')"
+            )
+        context_dir = os.getcwd()
+    if not pathlib.Path(context_dir).is_dir():
+        raise errors.DeterminedError(f"{caller}: context_dir {context_dir!r} is not a directory")
+    internal = dict(raw.get("internal") or {})
+    internal["native"] = {"command": _native_command(command, context_dir)}
+    raw = {**raw, "internal": internal}
+    if test:
+        raw = test_config(raw)
+    return _run.run_experiment(raw, context_dir, master=None if local else master_url, local=local)
+
+
 def create(
     trial_def: Type[Any],
     config: Optional[Union[Dict[str, Any], str, "os.PathLike[str]"]] = None,
@@ -108,22 +134,7 @@ def create(
         with _working_dir(context_dir):
             return _execution.test_one_batch(trial_def, raw)
 
-    if not context_dir:
-        if not local:
-            raise errors.DeterminedError(
-                "create(): context_dir is required when local=False: it is the directory uploaded with the "
-                "experiment (for example context_dir='.')"
-            )
-        context_dir = os.getcwd()
-    if not pathlib.Path(context_dir).is_dir():
-        raise errors.DeterminedError(f"create(): context_dir {context_dir!r} is not a directory")
-
-    internal = dict(raw.get("internal") or {})
-    internal["native"] = {"command": _native_command(command, context_dir)}
-    raw["internal"] = internal
-    if test:
-        raw = test_config(raw)
-    desc = _run.run_experiment(raw, context_dir, master=master_url if not local else None, local=local)
+    desc = submit(raw, context_dir, command, local=local, test=test, master_url=master_url, caller="create()")
     return desc["experiment"]["id"]
 
 

@@ -8,6 +8,7 @@ import torch
 
 from determined import errors
 from determined._trial_context import TrialContext
+from determined.core._distributed import check_global_batch_size
 from determined.pytorch import _amp, _distributed
 from determined.pytorch._callback import PyTorchCallback, overrides
 from determined.pytorch._lr_scheduler import LRScheduler, LRSchedulerStepMode
@@ -65,7 +66,7 @@ class PyTorchTrialContext(TrialContext):
 
     def __init__(self, core_context: Any, config: Dict[str, Any], hparams: Dict[str, Any], trial_seed: int) -> None:
         super().__init__(core_context, config, hparams, trial_seed)
-        _distributed.check_global_batch_size(hparams, self.distributed.size)
+        check_global_batch_size(hparams, self.distributed.size)
         self.device: torch.device = _pick_device(self.distributed.local_rank)
         self.models: List[torch.nn.Module] = []
         self.optimizers: List[torch.optim.Optimizer] = []

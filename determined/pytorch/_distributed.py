@@ -5,7 +5,7 @@ import inspect
 import logging
 import os
 import socket
-from typing import Any, Dict, Iterator, List
+from typing import Any, Iterator, List
 
 import torch
 import torch.distributed as dist
@@ -28,19 +28,6 @@ class _DDP(DistributedDataParallel):
             if module is None or name == "module":
                 raise
             return getattr(module, name)
-
-
-def check_global_batch_size(hparams: Dict[str, Any], slots: int) -> None:
-    """With several slots, global_batch_size must split evenly into per-slot batches."""
-    gbs = hparams.get("global_batch_size")
-    if slots <= 1 or isinstance(gbs, bool) or not isinstance(gbs, int):
-        return
-    if gbs < slots or gbs % slots:
-        raise errors.InvalidTrialError(
-            f"hyperparameter global_batch_size ({gbs}) must be a multiple of resources.slots_per_trial ({slots}) "
-            f"and at least as large: every slot trains on global_batch_size / slots_per_trial records per batch; "
-            f"use e.g. global_batch_size: {max(slots, gbs // slots * slots)} or change slots_per_trial"
-        )
 
 
 def backend_for(device: torch.device) -> str:

@@ -21,19 +21,6 @@ _strategy: Any = None
 _strategy_ranks: Optional[tuple] = None
 
 
-def check_global_batch_size(hparams: Dict[str, Any], slots: int) -> None:
-    """With several slots, global_batch_size must split evenly into per-slot batches."""
-    gbs = hparams.get("global_batch_size")
-    if slots <= 1 or isinstance(gbs, bool) or not isinstance(gbs, int):
-        return
-    if gbs < slots or gbs % slots:
-        raise errors.InvalidTrialError(
-            f"hyperparameter global_batch_size ({gbs}) must be a multiple of resources.slots_per_trial ({slots}) "
-            f"and at least as large: every slot trains on global_batch_size / slots_per_trial records per batch; "
-            f"use e.g. global_batch_size: {max(slots, gbs // slots * slots)} or change slots_per_trial"
-        )
-
-
 def worker_host(distributed: core.DistributedContext) -> str:
     """The address the other ranks reach this rank's TensorFlow server at: 127.0.0.1 on one machine, else
     the chief's address on the chief and, elsewhere, this machine's address on the route to the chief."""

@@ -13,7 +13,7 @@ import pytest
 from determined import core, errors
 from determined.core._distributed import TCPCollectives
 from determined.exec import launch
-from determined.pytorch._distributed import check_global_batch_size
+from determined.core._distributed import check_global_batch_size
 
 HERE = pathlib.Path(__file__).resolve().parent
 

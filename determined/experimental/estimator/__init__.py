@@ -92,23 +92,10 @@ def init(
     if local_flag and test_flag:
         return _local_test_context(raw, context_dir)
 
-    if not context_dir:
-        if not local_flag:
-            raise errors.DeterminedError(
-                "init(): context_dir is required in cluster mode: it is the directory uploaded with the "
-                "experiment (for example context_dir='.')"
-            )
-        context_dir = os.getcwd()
-    if not pathlib.Path(context_dir).is_dir():
-        raise errors.DeterminedError(f"init(): context_dir {context_dir!r} is not a directory")
     from determined.experimental import _run
 
-    internal = dict(raw.get("internal") or {})
-    internal["native"] = {"command": _native._native_command(command, context_dir)}
-    raw["internal"] = internal
-    if test_flag:
-        raw = _native.test_config(raw)
-    desc = _run.run_experiment(raw, context_dir, master=master_url if not local_flag else None, local=local_flag)
+    desc = _native.submit(raw, context_dir, command, local=local_flag, test=test_flag, master_url=master_url,
+                          caller="init()")
     sys.exit(_run.exit_code_for(desc))
 
 

@@ -97,21 +97,7 @@ def _submit(
 ) -> None:
     from determined.experimental import _native, _run
 
-    if not context_dir:
-        if not local:
-            raise errors.DeterminedError(
-                "init(): context_dir is required in cluster mode: it is the directory uploaded with the "
-                "experiment (for example context_dir='.')"
-            )
-        context_dir = os.getcwd()
-    if not pathlib.Path(context_dir).is_dir():
-        raise errors.DeterminedError(f"init(): context_dir {context_dir!r} is not a directory")
-    internal = dict(raw.get("internal") or {})
-    internal["native"] = {"command": _native._native_command(command, context_dir)}
-    raw["internal"] = internal
-    if test:
-        raw = _native.test_config(raw)
-    desc = _run.run_experiment(raw, context_dir, master=None if local else master_url, local=local)
+    desc = _native.submit(raw, context_dir, command, local=local, test=test, master_url=master_url, caller="init()")
     sys.exit(_run.exit_code_for(desc))
 
 
