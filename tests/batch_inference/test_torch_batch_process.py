@@ -65,9 +65,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tuple[Session
         embedded.stop(timeout=10)
 
 
-pytestmark = pytest.mark.slow
-
-
+@pytest.mark.slow
 def test_two_ranks_process_their_shards_every_item_exactly_once(
         platform: Tuple[Session, Dict[str, Tuple[int, pathlib.Path]]]) -> None:
     session, runs = platform
@@ -95,6 +93,7 @@ def test_two_ranks_process_their_shards_every_item_exactly_once(
     assert json.loads((stored / "rank_1" / "batch_5.json").read_text()) == [44, 45, 46, 47]
 
 
+@pytest.mark.slow
 def test_a_rank_killed_mid_way_resumes_from_the_checkpointed_position(
         platform: Tuple[Session, Dict[str, Tuple[int, pathlib.Path]]]) -> None:
     session, runs = platform
@@ -119,6 +118,7 @@ def test_a_rank_killed_mid_way_resumes_from_the_checkpointed_position(
     assert len(uuids) == 1
 
 
+@pytest.mark.slow
 def test_a_paused_run_stops_at_a_checkpoint_and_resumes_there(
         platform: Tuple[Session, Dict[str, Tuple[int, pathlib.Path]]]) -> None:
     session, runs = platform
@@ -162,6 +162,14 @@ def test_batch_size_defaults_to_one_or_comes_from_the_loader_kwargs() -> None:
     kwargs = {"batch_size": 5, "num_workers": 0, "shuffle": False}
     assert _torch_batch_process._batch_size(kwargs, None) == 5 and kwargs == {"num_workers": 0}
     assert _torch_batch_process._batch_size({}, None) == 1
+
+
+def test_max_batches_caps_each_rank_and_a_bad_value_is_ignored_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    assert _torch_batch_process._batches_per_rank(None, 7) == 7
+    assert _torch_batch_process._batches_per_rank(3, 7) == 3
+    assert _torch_batch_process._batches_per_rank(0, 7) == 7 and _torch_batch_process._batches_per_rank(8, 7) == 7
+    assert "not positive" in caplog.text and "beyond the shard" in caplog.text
 
 
 def test_shared_fs_add_files_merges_into_one_directory_again_and_again(tmp_path: pathlib.Path) -> None:
