@@ -31,6 +31,12 @@ class StorageManager(abc.ABC):
     def exists(self, storage_id: str) -> bool:
         """Whether a complete directory is stored under `storage_id`."""
 
+    @abc.abstractmethod
+    def add_files(self, src_dir: str, storage_id: str) -> None:
+        """Add the files of `src_dir` to the directory `storage_id` (created when missing), replacing files of the
+        same name; unlike `upload`, the id may be used again. Each file lands whole. For outputs that are not
+        checkpoints (batch inference results): the directory gets no completeness marker."""
+
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
         """A local directory to write the files of `storage_id` into; stored when the context exits cleanly.

@@ -148,6 +148,17 @@ class S3StorageManager(StorageManager):
             self._remove_objects(storage_id, quiet=True)
             raise
 
+    def add_files(self, src_dir: str, storage_id: str) -> None:
+        src = pathlib.Path(src_dir)
+        if not src.is_dir():
+            raise errors.DeterminedError(f"cannot add files to {storage_id}: {src_dir!r} is not a directory")
+        base = self.key_prefix(storage_id)
+        for rel in directory_resources(str(src)):
+            if not rel.endswith("/"):  # an S3 object is written whole; folders exist through their objects
+                local = str(src / rel)
+                self._call("store",
+                           lambda: self._client.upload_file(local, self.bucket, base + rel, Config=self._transfer))
+
     def download(self, storage_id: str, dst_dir: str) -> None:
         resources = self._read_marker(storage_id)
         base = self.key_prefix(storage_id)

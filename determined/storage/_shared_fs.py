@@ -95,6 +95,23 @@ class SharedFSStorageManager(StorageManager):
             raise
         _fsync_dir(self.base_path)
 
+    def add_files(self, src_dir: str, storage_id: str) -> None:
+        src = pathlib.Path(src_dir)
+        if not src.is_dir():
+            raise errors.DeterminedError(f"cannot add files to {storage_id}: {src_dir!r} is not a directory")
+        final = self.path_of(storage_id)
+        for dirpath, _dirnames, filenames in os.walk(src):
+            target_dir = final / pathlib.Path(dirpath).relative_to(src)
+            target_dir.mkdir(parents=True, exist_ok=True)
+            for name in filenames:
+                # Copied beside its destination, fsynced, then renamed over it: a reader never sees half a file.
+                partial = target_dir / f"{_STAGING_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
+                shutil.copyfile(pathlib.Path(dirpath) / name, partial)
+                with open(partial, "rb+") as f:
+                    os.fsync(f.fileno())
+                os.replace(partial, target_dir / name)
+            _fsync_dir(target_dir)
+
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
         """A staging directory inside the storage: the files are written once, then fsynced and renamed."""

@@ -245,3 +245,21 @@ def test_missing_boto3_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "boto3", None)
     with pytest.raises(errors.DeterminedError, match=r"pip install boto3.*s3. extra"):
         _s3.S3StorageManager("bucket")
+
+
+def test_add_files_adds_batch_outputs_to_one_prefix_again_and_again(moto_s3: MotoS3, tmp_path: pathlib.Path) -> None:
+    """Batch inference outputs (`upload_path()`): each call adds its files under the same id; no marker."""
+    bucket = moto_s3.new_bucket()
+    mgr = _manager(moto_s3, bucket, prefix="out")
+    for i in range(2):
+        src = tmp_path / f"src{i}"
+        (src / "rank_1").mkdir(parents=True)
+        (src / "rank_1" / f"batch_{i}.json").write_text(str(i))
+        (src / "rank_1" / "same.txt").write_text(f"version {i}")
+        mgr.add_files(str(src), "outputs")
+    assert moto_s3.keys(bucket) == ["out/outputs/rank_1/batch_0.json", "out/outputs/rank_1/batch_1.json",
+                                    "out/outputs/rank_1/same.txt"]
+    body = moto_s3.client().get_object(Bucket=bucket, Key="out/outputs/rank_1/same.txt")["Body"].read()
+    assert body == b"version 1"
+    with pytest.raises(errors.DeterminedError, match="is not a directory"):
+        mgr.add_files(str(tmp_path / "missing"), "outputs")
