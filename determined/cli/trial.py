@@ -115,6 +115,10 @@ def add_log_arguments(lg: argparse.ArgumentParser) -> None:
     g = lg.add_mutually_exclusive_group()
     g.add_argument("--head", type=int, help="only the first N lines")
     g.add_argument("--tail", type=int, help="only the last N lines")
+    for flag in ("--agent-id", "--container-id"):
+        lg.add_argument(flag, action="append", default=None, metavar="ID",
+                        help="accepted for Determined 0.38 scripts: trials run as processes of the master's machine, "
+                             "with no agents or containers to tell apart, so it keeps every line")
     lg.add_argument("--rank-id", dest="rank_ids", type=int, action="append", default=None, metavar="RANK",
                     help="only lines of this worker rank (a `[rank=N]` prefix); repeatable")
     lg.add_argument("--stdtype", dest="stdtypes", choices=STDTYPES, action="append", default=None,
