@@ -70,7 +70,7 @@ def create(args: argparse.Namespace) -> int:
     if template is not None and args.test_mode:
         raw, template = merge_template(raw, template), None  # test mode changes the merged config
     if args.local and args.test_mode:
-        if args.model_def is None or args.include:
+        if args.model_def is None or getattr(args, "include", None):
             raise errors.DeterminedError("--local --test runs the Trial of MODEL_DEF in place: give MODEL_DEF, "
                                          "without --include")
         return _local_test(raw, args.model_def)

@@ -197,3 +197,32 @@ def test_cli_registry_and_workspace_flags_of_0_38(lab: Lab) -> None:
     det("model", "delete", model, "--yes", check=True)
     for ws in (ws_a, ws_b + "-2"):
         det("workspace", "delete", ws, "--yes", check=True)
+
+
+def test_only_owners_and_admins_change_projects_and_move_experiments(lab: Lab) -> None:
+    admin = client.Determined(user="admin")
+    name = f"bob-{lab.mode}"
+    admin.create_user(name, password="")
+    bob = client.Determined(user=name)
+    ws = bob.create_workspace(f"bobs-{lab.mode}")
+    project = ws.create_project("bobs-project")
+    theirs = client.Determined()  # the user `determined`, not bob
+    as_other = theirs.get_project(project.id)
+    for change in (lambda: as_other.set_name("taken"), lambda: as_other.set_description("mine"), as_other.archive,
+                   lambda: theirs.get_workspace(ws.name).delete_project("bobs-project")):
+        with pytest.raises(errors.APIError, match=f"owned by '{name}'") as info:
+            change()
+        assert info.value.status_code == 403
+    as_other.reload()
+    assert (as_other.name, as_other.description, as_other.archived) == ("bobs-project", "", False), "nothing changed"
+    with pytest.raises(errors.APIError, match="owned by"):  # bob may not move `determined`'s experiment
+        bob.get_experiment(lab.experiment_id).move_to_project(ws.name, "bobs-project")
+    assert theirs.get_experiment(lab.experiment_id).project_id == 1
+
+    as_admin = admin.get_project(project.id)
+    as_admin.set_description("set by an admin")
+    as_admin.archive()
+    assert bob.get_project(project.id).archived
+    as_admin.unarchive()
+    admin.get_workspace(ws.name).delete_project("bobs-project")
+    admin.delete_workspace(ws.name)
