@@ -543,7 +543,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gc.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     gc.set_defaults(func=set_gc_policy)
 
-    a = s.add_parser("activate", aliases=["unpause"], help="activate (resume) an experiment; with no master running, run it here")
+    a = s.add_parser("activate", aliases=["unpause"],
+                     help="activate (resume) an experiment; with no master running, run it here")
     a.add_argument("experiment_id", type=int)
     a.set_defaults(func=activate)
     for name, help_text in (("pause", "pause an experiment (its trials checkpoint first)"),

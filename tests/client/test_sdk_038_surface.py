@@ -141,11 +141,17 @@ def test_cli_create_with_include_then_remove_files_and_delete(lab: Lab, tmp_path
     cli_fails(det("e", "create", str(lab.config), str(tmp_path / "no-dir")), "MODEL_DEF", "not a directory")
     assert _experiment_count() == before, "nothing stored"
 
-    proc = det("e", "create", str(lab.config), str(lab.model_dir), "-i", str(extra), "--config",
-               f"name=include-{lab.mode}", check=True)
+    template = f"include-tpl-{lab.mode}"
+    det("template", "create", template, str(_write(tmp_path / "tpl.yaml", "labels: [from-tpl]\nhyperparameters:\n"
+                                                                         "  n: 7\n  k: 3\n")), check=True)
+    proc = det("e", "create", str(lab.config), str(lab.model_dir), "-i", str(extra), "--template", template,
+               "--config", f"name=include-{lab.mode}", "--config", "hyperparameters.n=5", check=True)
     exp_id = int(next(x for x in proc.stdout.splitlines() if x.startswith("Created experiment")).split()[2])
     exp = client.get_experiment(exp_id)
     assert exp.wait(interval=0.2) == client.ExperimentState.COMPLETED
+    hparams = exp.config["hyperparameters"]
+    assert (hparams["n"]["val"], hparams["k"]["val"], exp.labels) == (5, 3, ["from-tpl"]), "override, then template"
+    assert any("hello from the trial, n=5" in line for line in exp.list_trials()[0].iter_logs()), "n=5 ran"
     with tarfile.open(exp.download_code(str(tmp_path))) as tar:
         assert {"train.py", "extra.txt"} <= {pathlib.Path(n).name for n in tar.getnames()}
 
