@@ -4,7 +4,7 @@ experiment that really ran, with the embedded master and with a server (both dat
 (`create_model(workspace_name=)`, `Model.move_to_workspace`, `get_versions`), and the CLI's 0.38 flags
 (`det e create -i`, `det e config`, `det e download-model-def`, `--show_project`, `--csv`, `det e set name|labels`,
 `det checkpoint download --mode`, `det checkpoint rm|delete`, `det e delete`, `det model create|move|list -w`,
-`det model describe --version`, `det workspace|project` sorting and paging).
+`det model describe --version`, `det workspace|project` sorting and paging, `det e delete-tb-files`, `det t describe --metrics-summary`).
 """
 import csv
 import io
@@ -125,6 +125,12 @@ def test_cli_flags_of_0_38(lab: Lab, tmp_path: pathlib.Path) -> None:
     logs = det("t", "logs", str(trial.id), "--agent-id", "a1", "--container-id", "c1", check=True).stdout
     assert "hello from the trial, n=4" in logs
 
+    summary = det_json("t", "describe", str(trial.id), "--metrics-summary")
+    assert summary["training"]["loss"] == {"count": 2, "last": 2.0, "min": 2.0, "max": 4.0, "mean": 3.0}
+    assert summary["validation"]["loss"]["count"] == 1 and summary["extra"]["score"]["last"] == 4
+    table = det("t", "describe", str(trial.id), "--metrics-summary", check=True).stdout
+    assert "Mean" in table and "score" in table
+
     from determined.cli import experiment as cli_experiment
     from determined.cli.main import _parser
 
@@ -152,6 +158,14 @@ def test_cli_create_with_include_then_remove_files_and_delete(lab: Lab, tmp_path
     hparams = exp.config["hyperparameters"]
     assert (hparams["n"]["val"], hparams["k"]["val"], exp.labels) == (5, 3, ["from-tpl"]), "override, then template"
     assert any("hello from the trial, n=5" in line for line in exp.list_trials()[0].iter_logs()), "n=5 ran"
+
+    events = lab.data_dir / "tensorboard" / f"experiment_{exp_id}"
+    assert any(events.rglob("events.out.tfevents.*")), "the trial wrote its TensorBoard event files"
+    assert "Deleted the TensorBoard files" in det("e", "delete-tb-files", str(exp_id), check=True).stdout
+    assert not events.exists()
+    exp.delete_tensorboard_files()  # none left: nothing to do
+    assert "has no TensorBoard files" in det("e", "delete-tb-files", str(exp_id), check=True).stdout
+    cli_fails(det("e", "delete-tb-files", "99999"), "experiment 99999 not found")
     with tarfile.open(exp.download_code(str(tmp_path))) as tar:
         assert {"train.py", "extra.txt"} <= {pathlib.Path(n).name for n in tar.getnames()}
 
@@ -224,6 +238,8 @@ def test_only_owners_and_admins_change_projects_and_move_experiments(lab: Lab) -
     with pytest.raises(errors.APIError, match="owned by"):  # bob may not move `determined`'s experiment
         bob.get_experiment(lab.experiment_id).move_to_project(ws.name, "bobs-project")
     assert theirs.get_experiment(lab.experiment_id).project_id == 1
+    with pytest.raises(errors.APIError, match="owned by"):
+        bob.get_experiment(lab.experiment_id).delete_tensorboard_files()
 
     as_admin = admin.get_project(project.id)
     as_admin.set_description("set by an admin")
