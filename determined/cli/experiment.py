@@ -2,6 +2,7 @@
 import argparse
 import json
 import os
+import pathlib
 import shutil
 import sys
 import time
@@ -247,11 +248,83 @@ def download_model_def(args: argparse.Namespace) -> int:
     return 0
 
 
+def _experiment_ids(values: List[str]) -> List[int]:
+    """`det experiment describe 1 2` or, as Determined 0.38 takes them, `1,2`."""
+    ids = []
+    for value in values:
+        for part in str(value).split(","):
+            if not part.strip().isdigit():
+                raise errors.DeterminedError(f"experiment ids are numbers (`1 2` or `1,2`), not {part.strip()!r}")
+            ids.append(int(part))
+    return ids
+
+
+def _describe_tables(session: Any, descs: List[Dict[str, Any]], args: argparse.Namespace) -> int:
+    """The three tables of Determined 0.38's `describe --csv`/`--outdir`: experiments, trials and workloads (one row
+    per trial and batch count with its checkpoint and validation), as CSV on stdout or as DIR/<table>.csv."""
+    experiments = [[e["id"], e["state"], f"{(e.get('progress') or 0) * 100:.0f}%", e.get("start_time"),
+                    e.get("end_time"), _title(e), e.get("description") or "", e.get("archived"),
+                    e["config"].get("resources", {}).get("resource_pool", ""), ", ".join(sorted(e.get("labels") or []))]
+                   for e in (d["experiment"] for d in descs)]
+    trials = [[t["id"], d["experiment"]["id"], t["state"], t.get("start_time"), t.get("end_time"),
+               json.dumps(t.get("hparams") or {}, sort_keys=True)] for d in descs for t in d["trials"]]
+    details = [session.get(f"/trials/{t['id']}") for d in descs for t in d["trials"]]
+    training_names = sorted({k for td in details for m in td["training_metrics"] for k in m["metrics"]}) \
+        if args.metrics else []
+    validation_names = sorted({k for td in details for m in td["validation_metrics"] for k in m["metrics"]})
+    workloads = []
+    for td in details:
+        by_batch: Dict[int, Dict[str, Any]] = {}
+        for kind in ("training_metrics", "validation_metrics", "checkpoints"):
+            for record in td[kind]:
+                by_batch.setdefault(record["steps_completed"], {})[kind] = record
+        for batches in sorted(by_batch):
+            entry = by_batch[batches]
+            training = (entry.get("training_metrics") or {}).get("metrics") or {}
+            validation = entry.get("validation_metrics") or {}
+            ckpt = entry.get("checkpoints") or {}
+            times = [r.get("end_time") for r in entry.values() if r.get("end_time")]
+            workloads.append([td["trial"]["id"], batches, ckpt.get("state") or ("COMPLETED" if validation else ""),
+                              max(times) if times else None]
+                             + [training.get(n) for n in training_names]
+                             + [ckpt.get("state", ""), ckpt.get("uuid", ""), "COMPLETED" if validation else "",
+                                validation.get("end_time")]
+                             + [(validation.get("metrics") or {}).get(n) for n in validation_names])
+    tables = [("experiments", ["Experiment ID", "State", "Progress", "Started", "Ended", "Name", "Description",
+                               "Archived", "Resource Pool", "Labels"], experiments),
+              ("trials", ["Trial ID", "Experiment ID", "State", "Started", "Ended", "H-Params"], trials),
+              ("workloads", ["Trial ID", "# of Batches", "State", "Report Time"]
+               + [f"Training {n}" for n in training_names]
+               + ["Checkpoint State", "Checkpoint UUID", "Validation State", "Validation End Time"]
+               + [f"Validation {n}" for n in validation_names], workloads)]
+    if args.outdir:
+        import contextlib
+        import io
+
+        folder = pathlib.Path(args.outdir).expanduser()
+        if not folder.is_dir():
+            raise errors.DeterminedError(f"--outdir {args.outdir!r} is not a directory")
+        for name, headers, rows in tables:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                _render.csv_rows(headers, rows)
+            (folder / f"{name}.csv").write_text(out.getvalue())
+        _render.say(f"Saved experiments.csv, trials.csv and workloads.csv in {folder}")
+        return 0
+    for i, (name, headers, rows) in enumerate(tables):
+        if i:
+            print()
+        _render.csv_rows(headers, rows)
+    return 0
+
+
 def describe(args: argparse.Namespace) -> int:
     from determined.experimental import _connect, _follow
 
     session = _connect.read_session(args.master)
-    descs = [session.get(f"/experiments/{i}") for i in args.experiment_ids]
+    descs = [session.get(f"/experiments/{i}") for i in _experiment_ids(args.experiment_ids)]
+    if getattr(args, "csv", False) or getattr(args, "outdir", None):
+        return _describe_tables(session, descs, args)
     if args.json:
         out = []
         for d in descs:
@@ -504,9 +577,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     md.set_defaults(func=download_model_def)
 
     d = s.add_parser("describe", help="describe experiments")
-    d.add_argument("experiment_ids", type=int, nargs="+")
+    d.add_argument("experiment_ids", nargs="+", metavar="EXPERIMENT_IDS", help="ids: `1 2` or `1,2`")
     d.add_argument("--json", action="store_true")
-    d.add_argument("--metrics", action="store_true", help="also print every validation of every trial")
+    d.add_argument("--csv", action="store_true", help="the experiments, trials and workloads tables as CSV")
+    d.add_argument("--outdir", default=None, metavar="DIR",
+                   help="save experiments.csv, trials.csv and workloads.csv in DIR")
+    d.add_argument("--metrics", action="store_true", help="also print every validation of every trial (with --csv: "
+                                                          "the training metrics too)")
     d.set_defaults(func=describe)
 
     lt = s.add_parser("list-trials", aliases=["lt"], help="list the trials of an experiment")

@@ -4,7 +4,8 @@ experiment that really ran, with the embedded master and with a server (both dat
 (`create_model(workspace_name=)`, `Model.move_to_workspace`, `get_versions`), and the CLI's 0.38 flags
 (`det e create -i`, `det e config`, `det e download-model-def`, `--show_project`, `--csv`, `det e set name|labels`,
 `det checkpoint download --mode`, `det checkpoint rm|delete`, `det e delete`, `det model create|move|list -w`,
-`det model describe --version`, `det workspace|project` sorting and paging, `det e delete-tb-files`, `det t describe --metrics-summary`).
+`det model describe --version`, `det workspace|project` sorting and paging, `det e delete-tb-files`, `det t describe --metrics-summary`,
+`det e describe 1,2 --csv|--outdir`).
 """
 import csv
 import io
@@ -124,6 +125,19 @@ def test_cli_flags_of_0_38(lab: Lab, tmp_path: pathlib.Path) -> None:
         assert (target / "weights.txt").read_text() == "n=4"
     logs = det("t", "logs", str(trial.id), "--agent-id", "a1", "--container-id", "c1", check=True).stdout
     assert "hello from the trial, n=4" in logs
+
+    tables = det("e", "describe", f"{exp_id},{exp_id}", "--csv", "--metrics", check=True).stdout.split("\n\n")
+    experiments, trials, workloads = (list(csv.reader(io.StringIO(t))) for t in tables)
+    assert experiments[0][:2] == ["Experiment ID", "State"] and [r[:2] for r in experiments[1:]] == \
+        [[str(exp_id), "COMPLETED"]] * 2
+    assert trials[1][:3] == [str(trial.id), str(exp_id), "COMPLETED"] and '"n": 4' in trials[1][5]
+    last = dict(zip(workloads[0], workloads[2]))
+    assert (last["# of Batches"], last["Training loss"], last["Validation loss"], last["Checkpoint UUID"]) == \
+        ("2", "2.0", "2.0", ckpt.uuid)
+    det("e", "describe", str(exp_id), "--outdir", str(tmp_path), check=True)
+    assert sorted(p.name for p in tmp_path.glob("*.csv")) == ["experiments.csv", "trials.csv", "workloads.csv"]
+    assert ckpt.uuid in (tmp_path / "workloads.csv").read_text()
+    cli_fails(det("e", "describe", "1,x"), "not 'x'")
 
     summary = det_json("t", "describe", str(trial.id), "--metrics-summary")
     assert summary["training"]["loss"] == {"count": 2, "last": 2.0, "min": 2.0, "max": 4.0, "mean": 3.0}
