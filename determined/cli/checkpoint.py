@@ -51,7 +51,7 @@ def download(args: argparse.Namespace) -> int:
     from determined.experimental.client import Determined
 
     checkpoint = Determined(args.master).get_checkpoint(args.uuid)
-    print_downloaded(checkpoint, checkpoint.download(args.output_dir), args.quiet)
+    print_downloaded(checkpoint, checkpoint.download(args.output_dir, mode=args.mode), args.quiet)
     return 0
 
 
@@ -106,6 +106,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dl.add_argument("uuid")
     dl.add_argument("-o", "--output-dir", default=None, help="directory to download into (default: checkpoints/UUID)")
     dl.add_argument("-q", "--quiet", action="store_true", help="print only the local path")
+    dl.add_argument("--mode", choices=["auto", "direct", "master"], default="auto",
+                    help="direct: read the checkpoint storage; master: stream the files through the master; auto "
+                         "(default): direct when this machine can read the storage, else master")
     dl.set_defaults(func=download)
     ls = s.add_parser("list", aliases=["ls"], help="list the checkpoints of an experiment")
     ls.add_argument("experiment_id", type=int)

@@ -1,6 +1,9 @@
 """`det experiment ...`"""
 import argparse
+import json
 import os
+import pathlib
+import shutil
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -68,22 +71,42 @@ def create(args: argparse.Namespace) -> int:
     if template is not None and args.test_mode:
         raw, template = merge_template(raw, template), None  # test mode changes the merged config
     if args.local and args.test_mode:
+        if args.model_def is None or getattr(args, "include", None):
+            raise errors.DeterminedError("--local --test runs the Trial of MODEL_DEF in place: give MODEL_DEF, "
+                                         "without --include")
         return _local_test(raw, args.model_def)
     if args.test_mode:
         _run.validate_config(raw)
         raw = _native.test_config(raw)
     template_name = args.template if template is not None else None
-    if args.paused:
-        body = _run.prepare_submission(raw, args.model_def, template_name, template)
-        body["activate"] = False
-        session = _connect.read_session(args.master)
-        exp = session.post("/experiments", body)["experiment"]
-        print(f"Created experiment {exp['id']}")
-        return 0
-    desc = _run.run_experiment(raw, args.model_def, master=args.master, local=args.local, follow=not args.detach,
-                               follow_first_trial=args.follow_first_trial, template=template_name,
-                               template_config=template)
+    model_dir = _context_dir(args.model_def, getattr(args, "include", None))
+    try:
+        if args.paused:
+            body = _run.prepare_submission(raw, model_dir, template_name, template)
+            body["activate"] = False
+            session = _connect.read_session(args.master)
+            exp = session.post("/experiments", body)["experiment"]
+            print(f"Created experiment {exp['id']}")
+            return 0
+        desc = _run.run_experiment(raw, model_dir, master=args.master, local=args.local, follow=not args.detach,
+                                   follow_first_trial=args.follow_first_trial, template=template_name,
+                                   template_config=template)
+    finally:
+        if model_dir != args.model_def:
+            shutil.rmtree(model_dir, ignore_errors=True)
     return _run.exit_code_for(desc) if not args.detach else 0
+
+
+def _context_dir(model_def: Optional[str], includes: Optional[List[str]]) -> str:
+    """The model definition directory, or a temporary copy of it with each `--include` at its top (also the
+    directory of a config whose entrypoint is a command that needs no code, when MODEL_DEF is left out)."""
+    from determined.experimental.client._determined import _context_dir as sdk_context_dir
+
+    try:
+        return sdk_context_dir(model_def, includes)
+    except ValueError as e:  # UsageError: a missing directory or include
+        raise errors.DeterminedError(str(e).replace("model_dir", "MODEL_DEF").replace("includes:", "--include")) \
+            from None
 
 
 def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
@@ -174,18 +197,124 @@ def list_experiments(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(exps)
         return 0
+    show_project = getattr(args, "show_project", False)
+    columns = ([_render.Column("Workspace", _render.TEXT), _render.Column("Project", _render.TEXT)]
+               if show_project else []) + _SUMMARY
+
+    def row(e: Dict[str, Any], unrun: bool = False) -> list:
+        where = [e.get("workspace") or "", e.get("project") or ""] if show_project else []
+        return where + _summary_row(e, unrun)
+
     if args.csv:  # for programs: the states as stored
-        _render.csv_rows([c.header for c in _SUMMARY], [_summary_row(e) for e in exps])
+        _render.csv_rows([c.header for c in columns], [row(e) for e in exps])
         return 0
     info = session.get("/master/info")
-    rows = [_summary_row(e, _unrun(e, info)) for e in exps]
+    rows = [row(e, _unrun(e, info)) for e in exps]
     if not exps:
         print("No experiments" + (f" (and {archived} archived: det experiment list --all)." if archived else
                                   " yet. Create one with: det experiment create CONFIG_FILE MODEL_DIR"))
         return 0
-    _render.print_table(_SUMMARY, rows)
+    _render.print_table(columns, rows)
     for line in _unrun_note([e["id"] for e in exps if _unrun(e, info)]):
         print(line)
+    return 0
+
+
+def show_config(args: argparse.Namespace) -> int:
+    """`det experiment config ID`: the experiment's config as stored (with the defaults filled in), as YAML."""
+    import yaml
+
+    from determined.experimental import _connect
+
+    config = _connect.read_session(args.master).get(f"/experiments/{args.experiment_id}")["experiment"]["config"]
+    sys.stdout.write(yaml.safe_dump(config, default_flow_style=False))
+    return 0
+
+
+def download_model_def(args: argparse.Namespace) -> int:
+    """`det experiment download-model-def ID`: the model definition as OUTPUT_DIR/experiment_ID_model_def.tgz."""
+    import base64
+    import pathlib
+
+    from determined.experimental import _connect
+
+    b64 = _connect.read_session(args.master).get(f"/experiments/{args.experiment_id}/model_def")["b64_tgz"]
+    folder = pathlib.Path(args.output_dir).expanduser()
+    if not folder.is_dir():
+        raise errors.DeterminedError(f"--output-dir {args.output_dir!r} is not a directory")
+    path = folder / f"experiment_{args.experiment_id}_model_def.tgz"
+    path.write_bytes(base64.b64decode(b64))
+    _render.say(f"Saved the model definition of experiment {args.experiment_id} to {path}")
+    return 0
+
+
+def _experiment_ids(values: List[str]) -> List[int]:
+    """`det experiment describe 1 2` or, as Determined 0.38 takes them, `1,2`."""
+    ids = []
+    for value in values:
+        for part in str(value).split(","):
+            if not part.strip().isdigit():
+                raise errors.DeterminedError(f"experiment ids are numbers (`1 2` or `1,2`), not {part.strip()!r}")
+            ids.append(int(part))
+    return ids
+
+
+def _describe_tables(session: Any, descs: List[Dict[str, Any]], args: argparse.Namespace) -> int:
+    """The three tables of Determined 0.38's `describe --csv`/`--outdir`: experiments, trials and workloads (one row
+    per trial and batch count with its checkpoint and validation), as CSV on stdout or as DIR/<table>.csv."""
+    experiments = [[e["id"], e["state"], f"{(e.get('progress') or 0) * 100:.0f}%", e.get("start_time"),
+                    e.get("end_time"), _title(e), e.get("description") or "", e.get("archived"),
+                    e["config"].get("resources", {}).get("resource_pool", ""), ", ".join(sorted(e.get("labels") or []))]
+                   for e in (d["experiment"] for d in descs)]
+    trials = [[t["id"], d["experiment"]["id"], t["state"], t.get("start_time"), t.get("end_time"),
+               json.dumps(t.get("hparams") or {}, sort_keys=True)] for d in descs for t in d["trials"]]
+    details = [session.get(f"/trials/{t['id']}") for d in descs for t in d["trials"]]
+    training_names = sorted({k for td in details for m in td["training_metrics"] for k in m["metrics"]}) \
+        if args.metrics else []
+    validation_names = sorted({k for td in details for m in td["validation_metrics"] for k in m["metrics"]})
+    workloads = []
+    for td in details:
+        by_batch: Dict[int, Dict[str, Any]] = {}
+        for kind in ("training_metrics", "validation_metrics", "checkpoints"):
+            for record in td[kind]:
+                by_batch.setdefault(record["steps_completed"], {})[kind] = record
+        for batches in sorted(by_batch):
+            entry = by_batch[batches]
+            training = (entry.get("training_metrics") or {}).get("metrics") or {}
+            validation = entry.get("validation_metrics") or {}
+            ckpt = entry.get("checkpoints") or {}
+            times = [r.get("end_time") for r in entry.values() if r.get("end_time")]
+            workloads.append([td["trial"]["id"], batches, ckpt.get("state") or ("COMPLETED" if validation else ""),
+                              max(times) if times else None]
+                             + [training.get(n) for n in training_names]
+                             + [ckpt.get("state", ""), ckpt.get("uuid", ""), "COMPLETED" if validation else "",
+                                validation.get("end_time")]
+                             + [(validation.get("metrics") or {}).get(n) for n in validation_names])
+    tables = [("experiments", ["Experiment ID", "State", "Progress", "Started", "Ended", "Name", "Description",
+                               "Archived", "Resource Pool", "Labels"], experiments),
+              ("trials", ["Trial ID", "Experiment ID", "State", "Started", "Ended", "H-Params"], trials),
+              ("workloads", ["Trial ID", "# of Batches", "State", "Report Time"]
+               + [f"Training {n}" for n in training_names]
+               + ["Checkpoint State", "Checkpoint UUID", "Validation State", "Validation End Time"]
+               + [f"Validation {n}" for n in validation_names], workloads)]
+    if args.outdir:
+        import contextlib
+        import io
+
+        folder = pathlib.Path(args.outdir).expanduser()
+        if not folder.is_dir():
+            raise errors.DeterminedError(f"--outdir {args.outdir!r} is not a directory")
+        for name, headers, rows in tables:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                _render.csv_rows(headers, rows)
+            (folder / f"{name}.csv").write_text(out.getvalue())
+        _render.say(f"Saved experiments.csv, trials.csv and workloads.csv in {folder}")
+        return 0
+    for i, (name, headers, rows) in enumerate(tables):
+        if i:
+            print()
+        _render.csv_rows(headers, rows)
     return 0
 
 
@@ -193,7 +322,9 @@ def describe(args: argparse.Namespace) -> int:
     from determined.experimental import _connect, _follow
 
     session = _connect.read_session(args.master)
-    descs = [session.get(f"/experiments/{i}") for i in args.experiment_ids]
+    descs = [session.get(f"/experiments/{i}") for i in _experiment_ids(args.experiment_ids)]
+    if getattr(args, "csv", False) or getattr(args, "outdir", None):
+        return _describe_tables(session, descs, args)
     if args.json:
         out = []
         for d in descs:
@@ -228,6 +359,12 @@ def list_trials(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(d["trials"])
         return 0
+    if getattr(args, "csv", False):
+        _render.csv_rows(["Trial ID", "State", "H-Params", "Started", "Ended", "Batches", "Best validation"],
+                         [[t["id"], t["state"], json.dumps(t.get("hparams") or {}, sort_keys=True),
+                           t.get("start_time"), t.get("end_time"), t.get("total_batches"),
+                           t.get("best_validation")] for t in d["trials"]])
+        return 0
     _follow.print_trials(d["experiment"], d["trials"])
     return 0
 
@@ -261,6 +398,9 @@ def list_checkpoints(args: argparse.Namespace) -> int:
         checkpoints = _ranking.ranked(checkpoints, metric, smaller_is_better)[: args.best]
     if args.json:
         _render.print_json(checkpoints)
+        return 0
+    if getattr(args, "csv", False):
+        _render.csv_rows([c.header for c in _checkpoint_columns(metric)], _checkpoint_rows(checkpoints, metric))
         return 0
     empty = (f"No validated checkpoints with {metric} yet." if args.best is not None else
              "No checkpoints yet: trials checkpoint at validations (checkpoint_policy) and every min_checkpoint_period.")
@@ -393,7 +533,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     c = s.add_parser("create", help="create an experiment (and, with no master configured, run it here)")
     c.add_argument("config_file", help="experiment config file (.yaml)")
-    c.add_argument("model_def", help="model definition directory")
+    c.add_argument("model_def", nargs="?", default=None,
+                   help="model definition directory (may be left out when the entrypoint needs no code)")
+    c.add_argument("-i", "--include", action="append", default=None, metavar="PATH",
+                   help="a file or directory to add at the top of the model definition (repeatable)")
+    c.add_argument("-p", "--publish", action="append", default=None, metavar="PORT",
+                   help="accepted for Determined 0.38 configs: trials run as processes of this machine, so the "
+                        "ports they open are already the host's")
     c.add_argument("--local", action="store_true", help="run on this machine even if DET_MASTER is set")
     c.add_argument("-t", "--test-mode", "--test", dest="test_mode", action="store_true",
                    help="one batch, a full validation and a checkpoint (in-process with --local)")
@@ -416,17 +562,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("-a", "--all", action="store_true", help="include archived experiments")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--csv", action="store_true")
+    ls.add_argument("--show_project", "--show-project", dest="show_project", action="store_true",
+                    help="include the workspace and project of each experiment")
     ls.set_defaults(func=list_experiments)
 
+    cf = s.add_parser("config", help="print an experiment's config (YAML)")
+    cf.add_argument("experiment_id", type=int)
+    cf.set_defaults(func=show_config)
+
+    md = s.add_parser("download-model-def", help="save an experiment's model definition as "
+                                                  "experiment_ID_model_def.tgz")
+    md.add_argument("experiment_id", type=int)
+    md.add_argument("--output-dir", default=".", help="directory to save it in (default: the current one)")
+    md.set_defaults(func=download_model_def)
+
     d = s.add_parser("describe", help="describe experiments")
-    d.add_argument("experiment_ids", type=int, nargs="+")
+    d.add_argument("experiment_ids", nargs="+", metavar="EXPERIMENT_IDS", help="ids: `1 2` or `1,2`")
     d.add_argument("--json", action="store_true")
-    d.add_argument("--metrics", action="store_true", help="also print every validation of every trial")
+    d.add_argument("--csv", action="store_true", help="the experiments, trials and workloads tables as CSV")
+    d.add_argument("--outdir", default=None, metavar="DIR",
+                   help="save experiments.csv, trials.csv and workloads.csv in DIR")
+    d.add_argument("--metrics", action="store_true", help="also print every validation of every trial (with --csv: "
+                                                          "the training metrics too)")
     d.set_defaults(func=describe)
 
     lt = s.add_parser("list-trials", aliases=["lt"], help="list the trials of an experiment")
     lt.add_argument("experiment_id", type=int)
     lt.add_argument("--json", action="store_true")
+    lt.add_argument("--csv", action="store_true")
     lt.set_defaults(func=list_trials)
 
     lc = s.add_parser("list-checkpoints", aliases=["lc"], help="list the checkpoints of an experiment")
@@ -435,6 +598,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     help="only the N best checkpoints by the searcher metric, best first (validated checkpoints only; "
                          "several may come from one trial)")
     lc.add_argument("--json", action="store_true")
+    lc.add_argument("--csv", action="store_true")
     lc.set_defaults(func=list_checkpoints)
 
     dl = s.add_parser("download", help="download the best checkpoints of an experiment (one per trial)")
@@ -456,7 +620,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gc.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     gc.set_defaults(func=set_gc_policy)
 
-    a = s.add_parser("activate", help="activate (resume) an experiment; with no master running, run it here")
+    a = s.add_parser("activate", aliases=["unpause"],
+                     help="activate (resume) an experiment; with no master running, run it here")
     a.add_argument("experiment_id", type=int)
     a.set_defaults(func=activate)
     for name, help_text in (("pause", "pause an experiment (its trials checkpoint first)"),

@@ -86,6 +86,16 @@ def logs(args: argparse.Namespace) -> int:
     return print_logs(session, min(t["id"] for t in desc["trials"]), args)
 
 
+def delete_tb_files(args: argparse.Namespace) -> int:
+    """`det experiment delete-tb-files ID`: the TensorBoard event files of its trials."""
+    from determined.experimental import _connect
+
+    answer = _connect.read_session(args.master).delete(f"/experiments/{args.experiment_id}/tensorboard-files")
+    print(f"Deleted the TensorBoard files of experiment {args.experiment_id}" if answer.get("deleted") else
+          f"Experiment {args.experiment_id} has no TensorBoard files")
+    return 0
+
+
 def continue_(args: argparse.Namespace) -> int:
     """Continue an ended experiment: its trials that did not complete (a single-searcher experiment's trial, with
     the config changes given) train on from their latest checkpoint."""
@@ -131,6 +141,10 @@ def add_parsers(s: argparse._SubParsersAction, sets: argparse._SubParsersAction)
     d.add_argument("experiment_id", type=int)
     d.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     d.set_defaults(func=delete)
+
+    tb = s.add_parser("delete-tb-files", help="delete the TensorBoard event files of an experiment's trials")
+    tb.add_argument("experiment_id", type=int)
+    tb.set_defaults(func=delete_tb_files)
 
     co = s.add_parser("continue", help="continue an ended experiment from its trials' latest checkpoints")
     co.add_argument("experiment_id", type=int)

@@ -24,7 +24,7 @@ def _model_json(m: Model) -> Dict[str, Any]:
     return {"name": m.name, "description": m.description, "metadata": m.metadata,
             "creation_time": m.creation_time.isoformat() if m.creation_time else None,
             "last_updated_time": m.last_updated_time.isoformat() if m.last_updated_time else None,
-            "num_versions": m.num_versions}
+            "num_versions": m.num_versions, "workspace_id": m.workspace_id}
 
 
 def _version_json(v: ModelVersion) -> Dict[str, Any]:
@@ -67,7 +67,8 @@ def parse_metadata(text: str) -> Dict[str, Any]:
 
 def create(args: argparse.Namespace) -> int:
     metadata = parse_metadata(args.metadata) if args.metadata is not None else None
-    m = _determined(args.master).create_model(args.name, description=args.description, metadata=metadata)
+    m = _determined(args.master).create_model(args.name, description=args.description, metadata=metadata,
+                                              workspace_name=args.workspace_name)
     if args.json:
         _render.print_json(_model_json(m))
     else:
@@ -78,8 +79,16 @@ def create(args: argparse.Namespace) -> int:
 def list_models(args: argparse.Namespace) -> int:
     from determined.experimental.client import ModelSortBy, OrderBy
 
+    names = [n.strip() for n in args.workspace_names.split(",") if n.strip()] if args.workspace_names else None
+    if names:
+        known = {w.name for w in _determined(args.master).list_workspaces()}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise errors.DeterminedError(f"workspace(s) {', '.join(map(repr, unknown))} not found; the workspaces "
+                                         f"are: {', '.join(map(repr, sorted(known)))}")
     models = _determined(args.master).list_models(sort_by=ModelSortBy[_SORT_BY[args.sort_by]],
-                                                  order_by=OrderBy[_ORDER_BY[args.order_by]])
+                                                  order_by=OrderBy[_ORDER_BY[args.order_by]],
+                                                  workspace_names=names)
     if args.json:
         _render.print_json([_model_json(m) for m in models])
     else:
@@ -90,15 +99,16 @@ def list_models(args: argparse.Namespace) -> int:
 
 def describe(args: argparse.Namespace) -> int:
     m = _determined(args.master).get_model(args.name)
-    latest = m.get_version()
+    latest = m.get_version(args.version)
     if args.json:
         out = _model_json(m)
-        out["latest_version"] = _version_json(latest) if latest else None
+        out["latest_version" if args.version == -1 else "version"] = _version_json(latest) if latest else None
         _render.print_json(out)
         return 0
     _render.table(_MODEL_HEADERS, _model_rows([m]))
     if latest is not None:
-        _render.table(_VERSION_HEADERS, _version_rows([latest]), title="Latest version")
+        _render.table(_VERSION_HEADERS, _version_rows([latest]),
+                      title="Latest version" if args.version == -1 else f"Version {latest.model_version}")
     return 0
 
 
@@ -122,6 +132,13 @@ def register_version(args: argparse.Namespace) -> int:
         _render.print_json(_version_json(v))
     else:
         _render.say(f"Registered checkpoint {v.checkpoint.uuid} as version {v.model_version} of model {m.name}")
+    return 0
+
+
+def move(args: argparse.Namespace) -> int:
+    m = _determined(args.master).get_model(args.name)
+    m.move_to_workspace(args.workspace_name)
+    _render.say(f"Moved model {m.name} to workspace {args.workspace_name}")
     return 0
 
 
@@ -160,13 +177,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     c = s.add_parser("create", help="add a model to the registry")
     c.add_argument("name")
+    c.add_argument("-w", "--workspace-name", default=None, metavar="WORKSPACE",
+                   help="the workspace of the model (default: Uncategorized)")
     c.add_argument("--description", default="")
     c.add_argument("--metadata", default=None, help="a JSON object, e.g. '{\"team\": \"vision\"}'")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=create)
 
     ls = s.add_parser("list", aliases=["ls"], help="list the models of the registry")
-    ls.add_argument("--sort-by", choices=sorted(_SORT_BY), default="name")
+    ls.add_argument("-w", "--workspace-names", default=None, metavar="WS1,WS2",
+                    help="only the models of these workspaces (comma-separated names)")
+    ls.add_argument("--sort-by", choices=sorted(_SORT_BY), default="last_updated_time")
     ls.add_argument("--order-by", choices=sorted(_ORDER_BY), default="asc")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=list_models)
@@ -174,7 +195,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = s.add_parser("describe", help="describe a model and its latest version")
     d.add_argument("name")
     d.add_argument("--json", action="store_true")
+    d.add_argument("--version", type=int, default=-1, help="the version to show (default -1: the latest)")
     d.set_defaults(func=describe)
+
+    mv = s.add_parser("move", help="move a model to a workspace")
+    mv.add_argument("name")
+    mv.add_argument("-w", "--workspace-name", required=True, metavar="WORKSPACE")
+    mv.set_defaults(func=move)
 
     lv = s.add_parser("list-versions", help="list the versions of a model")
     lv.add_argument("name")

@@ -6,14 +6,51 @@ from determined import errors
 from determined.cli import _render
 from determined.common.formats import duration_between, escape_control, fmt_duration
 
+def metrics_summary(records_by_group: Dict[str, Any]) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """{group: {metric: {count, last, min, max, mean}}} of a trial's reports (Determined 0.38's summary metrics);
+    a metric with values that are not numbers counts them and keeps the last."""
+    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for group, records in records_by_group.items():
+        for record in sorted(records, key=lambda r: r["steps_completed"]):
+            for name, value in (record.get("metrics") or {}).items():
+                entry = out.setdefault(group, {}).setdefault(name, {"count": 0, "last": None})
+                entry["count"] += 1
+                entry["last"] = value
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    numbers = entry.setdefault("_values", [])
+                    numbers.append(value)
+    for metrics in out.values():
+        for entry in metrics.values():
+            numbers = entry.pop("_values", [])
+            if numbers:
+                entry.update(min=min(numbers), max=max(numbers), mean=sum(numbers) / len(numbers))
+    return out
+
+
+def _print_metrics_summary(args: argparse.Namespace, records_by_group: Dict[str, Any]) -> int:
+    summary = metrics_summary(records_by_group)
+    if args.json:
+        _render.print_json(summary)
+        return 0
+    rows = [[group, name, e["count"], e["last"], e.get("min"), e.get("max"), e.get("mean")]
+            for group, metrics in summary.items() for name, e in sorted(metrics.items())]
+    _render.table(["Group", "Metric", "Count", "Last", "Min", "Max", "Mean"], rows,
+                  title=f"Trial {args.trial_id}: summary of its metrics", empty="No metrics reported yet.")
+    return 0
+
+
 def describe(args: argparse.Namespace) -> int:
     from determined.experimental import _connect, _follow
 
     session = _connect.read_session(args.master)
     d = session.get(f"/trials/{args.trial_id}")
     other_groups = [g for g in d.get("metric_groups", []) if g not in ("training", "validation")]
+    summary = getattr(args, "metrics_summary", False)
     groups = {g: session.get(f"/trials/{args.trial_id}/metrics", params={"group": g})["metrics"]
-              for g in other_groups} if args.metrics else {}
+              for g in other_groups} if args.metrics or summary else {}
+    if summary:
+        return _print_metrics_summary(args, {"training": d["training_metrics"],
+                                             "validation": d["validation_metrics"], **groups})
     if args.json:
         out = dict(d["trial"])
         for key in ("training_metrics", "validation_metrics", "checkpoints"):
@@ -115,6 +152,10 @@ def add_log_arguments(lg: argparse.ArgumentParser) -> None:
     g = lg.add_mutually_exclusive_group()
     g.add_argument("--head", type=int, help="only the first N lines")
     g.add_argument("--tail", type=int, help="only the last N lines")
+    for flag in ("--agent-id", "--container-id"):
+        lg.add_argument(flag, action="append", default=None, metavar="ID",
+                        help="accepted for Determined 0.38 scripts: trials run as processes of the master's machine, "
+                             "with no agents or containers to tell apart, so it keeps every line")
     lg.add_argument("--rank-id", dest="rank_ids", type=int, action="append", default=None, metavar="RANK",
                     help="only lines of this worker rank (a `[rank=N]` prefix); repeatable")
     lg.add_argument("--stdtype", dest="stdtypes", choices=STDTYPES, action="append", default=None,
@@ -158,6 +199,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = s.add_parser("describe", help="describe a trial")
     d.add_argument("trial_id", type=int)
     d.add_argument("--json", action="store_true")
+    d.add_argument("--metrics-summary", action="store_true",
+                   help="only the count, last, min, max and mean of each metric of each group")
     d.add_argument("--metrics", action="store_true",
                    help="include training metrics and every other metric group (report_metrics, the profiler's)")
     d.set_defaults(func=describe)

@@ -45,8 +45,30 @@ def _show_workspaces(args: argparse.Namespace, workspaces: List[Workspace]) -> N
         _render.table(_WORKSPACE_HEADERS, _workspace_rows(workspaces))
 
 
+def _ordered(args: argparse.Namespace, items: List[Any], key: Any = None) -> List[Any]:
+    """`items` sorted by `--sort-by` (id or name) in `--order-by` order, then paged by `--offset` and `--limit`
+    (Determined 0.38's flags); `key` reads a field of an item (default: its attribute)."""
+    key = key or getattr
+    field = getattr(args, "sort_by", "id")
+    items = sorted(items, key=lambda x: (str(key(x, field)).lower() if field == "name" else key(x, field),
+                                         key(x, "id")), reverse=getattr(args, "order_by", "asc") == "desc")
+    offset, limit = getattr(args, "offset", None), getattr(args, "limit", None)
+    if offset is not None and offset < 0 or limit is not None and limit < 0:
+        raise errors.DeterminedError("--offset and --limit must not be negative")
+    items = items[offset or 0:]
+    return items[:limit] if limit is not None else items
+
+
+def _add_order_arguments(parser: argparse.ArgumentParser, pages: bool = False) -> None:
+    parser.add_argument("--sort-by", choices=["id", "name"], default="id", help="sort by this field (default id)")
+    parser.add_argument("--order-by", choices=["asc", "desc"], default="asc", help="ascending (default) or descending")
+    if pages:
+        parser.add_argument("--limit", type=int, default=200, help="show at most this many (default 200)")
+        parser.add_argument("--offset", type=int, default=None, help="skip this many first")
+
+
 def list_workspaces(args: argparse.Namespace) -> int:
-    _show_workspaces(args, _determined(args.master).list_workspaces())
+    _show_workspaces(args, _ordered(args, _determined(args.master).list_workspaces()))
     return 0
 
 
@@ -75,7 +97,10 @@ def describe_workspace(args: argparse.Namespace) -> int:
 def edit_workspace(args: argparse.Namespace) -> int:
     w = _determined(args.master).get_workspace(args.name)
     w.set_name(args.new_name)
-    _render.say(f"Renamed workspace {args.name} to {w.name}")
+    if getattr(args, "json", False):
+        _render.print_json(_workspace_json(w))
+    else:
+        _render.say(f"Renamed workspace {args.name} to {w.name}")
     return 0
 
 
@@ -100,7 +125,7 @@ def delete_workspace(args: argparse.Namespace) -> int:
 
 
 def list_workspace_projects(args: argparse.Namespace) -> int:
-    _show_projects(args, _determined(args.master).get_workspace(args.name).list_projects())
+    _show_projects(args, _ordered(args, _determined(args.master).get_workspace(args.name).list_projects()))
     return 0
 
 
@@ -157,7 +182,8 @@ def _experiments_of(args: argparse.Namespace, p: Project) -> List[Dict[str, Any]
     from determined.experimental import _connect
 
     rows = _connect.read_session(args.master).get(f"/projects/{p.id}/experiments")["experiments"]
-    return [e for e in rows if getattr(args, "all", True) or not e.get("archived")]
+    rows = [e for e in rows if getattr(args, "all", True) or not e.get("archived")]
+    return _ordered(args, rows, key=lambda e, field: e.get(field))
 
 
 def _show_experiment_table(experiments: List[Dict[str, Any]], p: Project, args: argparse.Namespace) -> None:
@@ -185,7 +211,10 @@ def edit_project(args: argparse.Namespace) -> int:
         p.set_name(args.new_name)
     if args.description is not None:
         p.set_description(args.description)
-    _render.say(f"Updated project {p.name} of workspace {args.workspace_name}")
+    if getattr(args, "json", False):
+        _render.print_json(_project_json(p))
+    else:
+        _render.say(f"Updated project {p.name} of workspace {args.workspace_name}")
     return 0
 
 
@@ -271,10 +300,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("workspace", aliases=["w"], help="manage workspaces (groups of projects)")
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
     ls = s.add_parser("list", aliases=["ls"], help="list the workspaces")
+    _add_order_arguments(ls, pages=True)
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=list_workspaces)
     lp = s.add_parser("list-projects", help="list the projects of a workspace")
     lp.add_argument("name", metavar="WORKSPACE")
+    _add_order_arguments(lp, pages=True)
     lp.add_argument("--json", action="store_true")
     lp.set_defaults(func=list_workspace_projects)
     c = s.add_parser("create", help="create a workspace")
@@ -288,6 +319,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e = s.add_parser("edit", help="rename a workspace")
     e.add_argument("name")
     e.add_argument("--name", dest="new_name", required=True, metavar="NEW_NAME")
+    e.add_argument("--json", action="store_true")
     e.set_defaults(func=edit_workspace)
     for verb, archived in (("archive", True), ("unarchive", False)):
         a = s.add_parser(verb, help=f"{verb} a workspace" + (" (it takes no new projects or experiments)"
@@ -303,12 +335,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
     ls = s.add_parser("list", aliases=["ls"], help="list the projects of a workspace")
     ls.add_argument("name", metavar="WORKSPACE")
+    _add_order_arguments(ls)
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=list_workspace_projects)
     le = s.add_parser("list-experiments", help="list the experiments of a project")
     le.add_argument("workspace_name")
     le.add_argument("project_name")
     le.add_argument("-a", "--all", action="store_true", help="include archived experiments")
+    _add_order_arguments(le)
     le.add_argument("--json", action="store_true")
     le.set_defaults(func=list_project_experiments)
     c = s.add_parser("create", help="create a project in a workspace")
@@ -320,13 +354,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = s.add_parser("describe", help="describe a project and list its experiments")
     d.add_argument("workspace_name")
     d.add_argument("project_name")
+    d.add_argument("-a", "--all", action="store_true", help="include archived experiments")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=describe_project)
     e = s.add_parser("edit", help="rename a project or change its description")
     e.add_argument("workspace_name")
     e.add_argument("project_name")
-    e.add_argument("--name", dest="new_name", default=None, metavar="NEW_NAME")
+    e.add_argument("--name", "--new_name", "--new-name", dest="new_name", default=None, metavar="NEW_NAME")
     e.add_argument("--description", default=None)
+    e.add_argument("--json", action="store_true")
     e.set_defaults(func=edit_project)
     for verb, archived in (("archive", True), ("unarchive", False)):
         a = s.add_parser(verb, help=f"{verb} a project" + (" (it takes no new experiments)" if archived else ""))

@@ -52,6 +52,20 @@ def require_tensorboard() -> None:
 # ---------------------------------------------------------------- event files
 
 
+def delete_event_files(master_data_dir: pathlib.Path, experiment_id: int) -> bool:
+    """Remove the event files of an experiment's trials (`<data dir>/tensorboard/experiment_<E>`; Determined 0.38's
+    DeleteTensorboardFiles); True when there were some. `det tensorboard start` writes them again from the
+    master's metrics, and running trials go on writing theirs."""
+    import shutil
+
+    folder = events.experiment_dir(pathlib.Path(master_data_dir) / events.TENSORBOARD_DIR, experiment_id)
+    if not folder.is_dir():
+        return False
+    shutil.rmtree(folder)
+    return True
+
+
+
 def event_root(master_data_dir: Optional[str], local_data_dir: pathlib.Path, master_url: str) -> pathlib.Path:
     """Where the event files of a master's trials are: `<its data dir>/tensorboard` when that dir is on this
     machine, else a cache under the local data dir (filled from the master's metrics)."""

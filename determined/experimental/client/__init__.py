@@ -80,8 +80,8 @@ def get_checkpoint(uuid: str) -> Checkpoint:
 
 
 def create_model(name: str, description: Optional[str] = "", metadata: Optional[Dict[str, Any]] = None,
-                 labels: Optional[List[str]] = None) -> Model:
-    return _client().create_model(name, description, metadata, labels)
+                 labels: Optional[List[str]] = None, workspace_name: Optional[str] = None) -> Model:
+    return _client().create_model(name, description, metadata, labels, workspace_name)
 
 
 def get_model(identifier: Union[str, int]) -> Model:
@@ -98,9 +98,10 @@ def list_models(sort_by: ModelSortBy = ModelSortBy.NAME, order_by: OrderBy = Ord
     return _client().list_models(sort_by, order_by, name, description, model_id, workspace_names, workspace_ids)
 
 
-def get_models(sort_by: ModelSortBy = ModelSortBy.NAME, order_by: OrderBy = OrderBy.ASCENDING, name: str = "",
-               description: str = "") -> List[Model]:
-    return _client().get_models(sort_by, order_by, name, description)
+def get_models(sort_by: ModelSortBy = ModelSortBy.NAME, order_by: OrderBy = OrderBy.ASCENDING,
+               name: Optional[str] = None, description: Optional[str] = None, model_id: Optional[int] = None,
+               workspace_names: Optional[List[str]] = None, workspace_ids: Optional[List[int]] = None) -> List[Model]:
+    return _client().get_models(sort_by, order_by, name, description, model_id, workspace_names, workspace_ids)
 
 
 def get_model_labels() -> List[str]:

@@ -16,7 +16,7 @@ from determined.experimental.client._experiment import Experiment
 from determined.experimental.client._model import Model, ModelSortBy, order_by_param, sort_by_param
 from determined.experimental.client._trial import Trial
 from determined.experimental.client._user import User
-from determined.experimental.client._workspace import WorkspaceMethods
+from determined.experimental.client._workspace import WorkspaceMethods, workspace_id_of
 
 
 def _check_id(value: Any, what: str) -> int:
@@ -217,12 +217,15 @@ class Determined(WorkspaceMethods):
     # ------------------------------------------------------------ model registry
 
     def create_model(self, name: str, description: Optional[str] = "", metadata: Optional[Dict[str, Any]] = None,
-                     labels: Optional[List[str]] = None) -> Model:
-        """Add a model to the registry; `name` must be unique."""
+                     labels: Optional[List[str]] = None, workspace_name: Optional[str] = None) -> Model:
+        """Add a model to the registry; `name` must be unique. It goes to the workspace `workspace_name` (default:
+        Uncategorized)."""
         if not isinstance(name, str) or not name:
             raise UsageError(f"name must be a non-empty string, not {name!r}")
         body = {"description": description or "", "metadata": json_object(metadata if metadata is not None else {},
                                                                              "metadata")}
+        if workspace_name is not None:
+            body["workspace_id"] = workspace_id_of(self._session, workspace_name)
         data = self._session.post(f"/models/{name}", body)["model"]
         model = self._model_class._from_json(data, self._connection, self._master)
         if labels:
@@ -269,9 +272,12 @@ class Determined(WorkspaceMethods):
         return [self._model_class._from_json(m, self._connection, self._master) for m in models]
 
     def get_models(self, sort_by: ModelSortBy = ModelSortBy.NAME, order_by: OrderBy = OrderBy.ASCENDING,
-                   name: str = "", description: str = "") -> List[Model]:
-        """The models of the registry, sorted; `name`/`description` keep those containing the text (any case)."""
-        return self.list_models(sort_by, order_by, name or None, description or None)
+                   name: Optional[str] = None, description: Optional[str] = None, model_id: Optional[int] = None,
+                   workspace_names: Optional[List[str]] = None,
+                   workspace_ids: Optional[List[int]] = None) -> List[Model]:
+        """Deprecated name of list_models (0.38)."""
+        return self.list_models(sort_by, order_by, name or None, description or None, model_id, workspace_names,
+                                workspace_ids)
 
     def get_model_labels(self) -> List[str]:
         """Every label of the registry's models, the most used first."""

@@ -157,6 +157,11 @@ class Experiment(MasterBound):
         self.reload()
         self._patch({"labels": [x for x in self.labels or [] if x != label]})
 
+    def delete_tensorboard_files(self) -> None:
+        """Delete the TensorBoard event files of this experiment's trials (`det tensorboard start` writes them again
+        from the master's metrics)."""
+        self._session.delete(f"/experiments/{self.id}/tensorboard-files")
+
     def download_code(self, output_dir: Optional[str] = None) -> str:
         """Save the experiment's model definition as `exp-<id>_model_def.tar.gz` in `output_dir` (default: the
         current directory); returns the file's path."""

@@ -18,7 +18,7 @@ class Model(_model.Model):
         found = super().get_version(version or -1)
         return found.checkpoint if found is not None else None
 
-    def get_versions(self, order_by: OrderBy = OrderBy.DESCENDING) -> List[Checkpoint]:
+    def get_versions(self, order_by: OrderBy = OrderBy.DESCENDING) -> List[Checkpoint]:  # type: ignore[override]
         """The checkpoints of every version of this model, by version number (descending by default)."""
         return [v.checkpoint for v in self.list_versions(order_by)]
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from determined.experimental.client._checkpoint import Checkpoint
@@ -70,6 +71,7 @@ class Model(MasterBound):
         self.labels: List[str] = []
         self.archived = False
         self.username = ""
+        self.workspace_id: Optional[int] = None
 
     @classmethod
     def _from_json(cls, data: Dict[str, Any], session: "Session | Connection", master: str = "") -> Any:
@@ -88,6 +90,7 @@ class Model(MasterBound):
         self.labels = list(data.get("labels") or [])
         self.archived = bool(data.get("archived"))
         self.username = data.get("owner") or ""
+        self.workspace_id = data.get("workspace_id")
 
     def __repr__(self) -> str:
         return f"Model(name={self.name!r}, num_versions={self.num_versions})"
@@ -127,6 +130,12 @@ class Model(MasterBound):
         configs: Dict[int, Dict[str, Any]] = {}
         return [self._version(v, configs) for v in answer["versions"]]
 
+    def get_versions(self, order_by: OrderBy = OrderBy.DESCENDING) -> "List[ModelVersion]":
+        """Deprecated name of list_versions (0.38)."""
+        warnings.warn("Model.get_versions() is deprecated; call Model.list_versions() instead.", FutureWarning,
+                      stacklevel=2)
+        return self.list_versions(order_by)
+
     def register_version(self, checkpoint_uuid: str) -> "ModelVersion":
         """Make the checkpoint `checkpoint_uuid` the next version of this model."""
         data = self._register(checkpoint_uuid)
@@ -159,6 +168,13 @@ class Model(MasterBound):
 
     def set_description(self, description: str) -> None:
         self._patch({"description": description})
+
+    def move_to_workspace(self, workspace_name: str) -> None:
+        """Move the model to the workspace `workspace_name` (a NotFoundError naming those that exist if none; an
+        archived workspace takes no models)."""
+        from determined.experimental.client._workspace import workspace_id_of
+
+        self._patch({"workspace_id": workspace_id_of(self._session, workspace_name)})
 
     def archive(self) -> None:
         self._patch({"archived": True})

@@ -38,6 +38,11 @@ def _workspace_by_name(session: Session, name: str) -> Dict[str, Any]:
     return found[0]  # type: ignore[no-any-return]
 
 
+def workspace_id_of(session: Session, name: Any, what: str = "workspace_name") -> int:
+    """The id of the workspace named `name` (a NotFoundError naming those that exist if none)."""
+    return int(_workspace_by_name(session, _check_name(name, what))["id"])
+
+
 class Project:
     """A project of a workspace: a group of experiments.
 

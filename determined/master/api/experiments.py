@@ -191,6 +191,15 @@ def delete_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
     return {"deleted_checkpoints": deleted}
 
 
+@router.delete("/experiments/{experiment_id}/tensorboard-files",
+               dependencies=[Depends(auth.experiment_owner_only)])
+def delete_tensorboard_files(request: Request, experiment_id: int) -> Dict[str, Any]:
+    """Remove the TensorBoard event files of the experiment's trials (its owner or an admin)."""
+    from determined.master import tensorboard
+
+    return {"deleted": tensorboard.delete_event_files(master_of(request).data_dir, experiment_id)}
+
+
 @router.get("/experiments/{experiment_id}/model_def")
 def model_def(request: Request, experiment_id: int) -> Dict[str, Any]:
     import base64
