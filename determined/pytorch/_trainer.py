@@ -361,8 +361,8 @@ class Trainer:
         from determined.pytorch._trial import PyTorchTrial
 
         if not isinstance(trial, PyTorchTrial):
-            hint = " (a DeepSpeedTrial trains with det.pytorch.deepspeed.Trainer)" if type(trial).__name__ != \
-                "PyTorchTrial" and any(c.__name__ == "DeepSpeedTrial" for c in type(trial).__mro__) else ""
+            deepspeed_trial = any(c.__name__ == "DeepSpeedTrial" for c in type(trial).__mro__)
+            hint = " (a DeepSpeedTrial trains with det.pytorch.deepspeed.Trainer)" if deepspeed_trial else ""
             raise TypeError(f"Trainer(trial, context): trial must be a det.pytorch.PyTorchTrial, got "
                             f"{type(trial).__name__}{hint}")
         if not isinstance(context, PyTorchTrialContext):
