@@ -1,5 +1,6 @@
 """PyTorchTrialController: drives a PyTorchTrial through the searcher operations of a core context."""
 import contextlib
+import itertools
 import logging
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Type
@@ -105,6 +106,8 @@ class PyTorchTrialController(BatchLoop):
 
     context: PyTorchTrialContext
     _logger = logger
+    # At most this many validation batches per rank (the Trainer API's test mode: 1); None: the whole loader.
+    _max_validation_batches: Optional[int] = None
 
     def __init__(self, trial_class: Type[Any], context: PyTorchTrialContext, trial: Any = None) -> None:
         """`trial`: the user's trial, already built with `context` (the Trainer API); else it is built here."""
@@ -182,7 +185,13 @@ class PyTorchTrialController(BatchLoop):
         torch.manual_seed(trial_seed)
         if torch.cuda.is_available():
             torch.cuda.manual_seed_all(trial_seed)
-        if distributed is not None and distributed.size > 1:
+        if distributed is not None:
+            cls.join_process_group(distributed)
+
+    @classmethod
+    def join_process_group(cls, distributed: Any) -> None:
+        """With several ranks, join their torch.distributed process group (gloo on CPU, nccl on GPU)."""
+        if distributed.size > 1:
             _distributed.init_process_group(distributed, _pick_device(distributed.local_rank))
 
     def run(self) -> None:
@@ -391,12 +400,15 @@ class PyTorchTrialController(BatchLoop):
 
     def _validation_batches(self, sharded: bool) -> Iterable[Any]:
         loader = self.validation_loader
-        if not isinstance(loader, DataLoader):
-            return loader  # the trial's own loader, sharded (or not) by the trial
-        return loader.get_data_loader(
-            repeat=False, skip=0, num_replicas=self._size if sharded else 1, rank=self._rank if sharded else 0,
-            seed=self.context.get_trial_seed(),
-        )
+        if isinstance(loader, DataLoader):
+            loader = loader.get_data_loader(
+                repeat=False, skip=0, num_replicas=self._size if sharded else 1, rank=self._rank if sharded else 0,
+                seed=self.context.get_trial_seed(),
+            )
+        # (else the trial's own loader, sharded (or not) by the trial)
+        if self._max_validation_batches is not None:
+            return itertools.islice(loader, self._max_validation_batches)
+        return loader
 
     def _evaluate_batches(self) -> Dict[str, Any]:
         model = _distributed.unwrap(self.context.models[0])

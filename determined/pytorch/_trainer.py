@@ -8,7 +8,6 @@ The same script runs as `python train.py` (no platform: the arguments decide) an
 """
 import collections.abc
 import contextlib
-import itertools
 import logging
 import os
 import pathlib
@@ -16,14 +15,13 @@ import pickle
 import shutil
 import sys
 import warnings
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 from determined import core
 from determined._trial_loop import Period, Schedule
 from determined._execution import _seed_python_and_numpy
 from determined.config import searcher_drives_trials
-from determined.pytorch import _distributed
-from determined.pytorch._context import PyTorchTrialContext, _pick_device
+from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._controller import PyTorchTrialController
 
 logger = logging.getLogger("determined.pytorch")
@@ -125,12 +123,13 @@ class _FitOperation:
         self.completed = True
 
 
-class _FitController(PyTorchTrialController):
-    """The PyTorch controller as `fit()` runs it: it adds `batches`/`epochs` to every report, writes the Trainer's
-    checkpoint layout (trial_state.pkl, code/, `is_trainer` in load_data.json) and resumes from the counters a
-    checkpoint holds."""
+class FitControllerMixin:
+    """What a controller does when `fit()` runs it (mixed into the PyTorch and DeepSpeed controllers): it adds
+    `batches`/`epochs` to every report, writes the Trainer's checkpoint files (trial_state.pkl, code/, `is_trainer`
+    in load_data.json) and resumes from the counters a checkpoint holds. The controller supplies
+    `_load_checkpoint(uuid)` (load a checkpoint, return its loop state) and calls `_write_checkpoint_extras` /
+    `_read_checkpoint_extras` while a checkpoint's directory is there."""
 
-    _test_mode = False
     _loaded_trial_state: Optional[Dict[str, Any]] = None
     # The trial's code files (root, files) to copy into every checkpoint's code/, listed at the first checkpoint.
     _code: Optional[Tuple[pathlib.Path, List[pathlib.Path]]] = None
@@ -139,12 +138,8 @@ class _FitController(PyTorchTrialController):
         epoch_len = self._epoch_len
         return {"batches": self.steps_completed, "epochs": self.steps_completed // epoch_len if epoch_len else 0}
 
-    def _validation_batches(self, sharded: bool) -> Iterable[Any]:
-        batches = super()._validation_batches(sharded)
-        return itertools.islice(batches, 1) if self._test_mode else batches
-
     def _load_data(self) -> Dict[str, Any]:
-        return {**super()._load_data(), "is_trainer": True}
+        return {**super()._load_data(), "is_trainer": True}  # type: ignore[misc]
 
     def _own_trial_id(self) -> Optional[int]:
         return None if self.core.is_local else int(self.core.info.trial_id)
@@ -188,13 +183,17 @@ class _FitController(PyTorchTrialController):
             if trial_state is not None and trial_state.get("trial_id") == self._own_trial_id():
                 self.steps_completed = int(trial_state.get("batches_trained") or 0)
                 self._last_validation = trial_state.get("last_val")
-            elif trial_state is None and self.core.is_local and "steps_completed" in state:
+            elif trial_state is None and self.core.is_local and state and "steps_completed" in state:
                 self.steps_completed = int(state["steps_completed"])  # a checkpoint of a Trial class run locally
                 self._last_validation = state.get("last_validation")
             else:
                 self.steps_completed, self._last_validation = 0, None
             self._last_checkpoint = self.steps_completed
         logger.info("restored checkpoint %s; training continues from batch %d", uuid, self.steps_completed)
+
+
+class _FitController(FitControllerMixin, PyTorchTrialController):
+    """The PyTorch controller as `fit()` runs it."""
 
 
 def _code_root(trial_class: type) -> Optional[pathlib.Path]:
@@ -240,19 +239,70 @@ def _code_files(trial_class: type) -> Tuple[pathlib.Path, List[pathlib.Path]]:
     return root, files
 
 
-class _TrainerTrialContext(PyTorchTrialContext):
-    """The PyTorchTrialContext of `init()`: hyperparameters are what `init(hparams=...)` was given."""
+class TrainerContextMixin:
+    """The hyperparameters of a Trainer API context are what its `init(hparams=...)` was given (mixed into the
+    PyTorch and DeepSpeed trial contexts that `init()` builds)."""
 
     _hparams_given = True
+    _init_name = "det.pytorch.init()"
 
     def get_hparam(self, name: str) -> Any:
         if not self._hparams_given:
             raise ValueError(
-                f"context.get_hparam({name!r}): det.pytorch.init() was given no hyperparameters (on the platform "
+                f"context.get_hparam({name!r}): {self._init_name} was given no hyperparameters (on the platform "
                 "too, as in Determined 0.38): pass hparams=det.get_cluster_info().trial.hparams to init(), or give "
                 "them to your trial's constructor"
             )
-        return super().get_hparam(name)
+        return super().get_hparam(name)  # type: ignore[misc]
+
+
+class _TrainerTrialContext(TrainerContextMixin, PyTorchTrialContext):
+    """The PyTorchTrialContext of `init()`."""
+
+
+@contextlib.contextmanager
+def trainer_context(
+    context_class: Type[PyTorchTrialContext],
+    controller_class: Type[PyTorchTrialController],
+    launcher: str,
+    hparams: Optional[Dict[str, Any]],
+    exp_conf: Optional[Dict[str, Any]],
+    distributed: Optional[core.DistributedContext],
+    enable_tensorboard_logging: bool,
+) -> Iterator[Any]:
+    """The core context and the trial context (`context_class`, with TrainerContextMixin) of a Trainer API
+    `init()`, as `det.pytorch.init` documents it; `controller_class` seeds torch and joins the process group, and
+    `launcher` is the module the error for a multi-slot trial without a launcher names."""
+    init_name = getattr(context_class, "_init_name", "init()")
+    on_platform = bool(os.environ.get("DET_TRIAL_ID"))
+    if on_platform and distributed is not None:
+        logger.info("%s: distributed=... is ignored inside a trial: the launcher's ranks are used", init_name)
+        distributed = None
+    with core.init(distributed=distributed, preempt_mode=core.PreemptMode.WorkersAskChief,
+                   tensorboard_mode=core.TensorboardMode.MANUAL) as core_context:
+        info = core_context.info
+        if on_platform:
+            config: Dict[str, Any] = dict(info.config)
+            slots = int((config.get("resources") or {}).get("slots_per_trial") or 1)
+            if slots > 1 and core_context.distributed.size == 1:
+                raise ValueError(
+                    f"the trial has {slots} slots but this process is the only one: run the script through a "
+                    f"launcher, e.g. entrypoint: python3 -m {launcher} python3 train.py"
+                )
+            seed = int(info.trial_seed)
+            _seed_python_and_numpy(seed)
+            controller_class.pre_execute_hook(seed, core_context.distributed)
+        else:
+            config, seed = dict(exp_conf or {}), 0
+            controller_class.join_process_group(core_context.distributed)
+        context = context_class(core_context, config, dict(hparams or {}), seed)
+        context._hparams_given = hparams is not None  # type: ignore[attr-defined]
+        context.set_enable_tensorboard_logging(bool(enable_tensorboard_logging))
+        try:
+            yield context
+        finally:
+            if context._tensorboard_writer is not None:
+                context._tensorboard_writer.flush()
 
 
 @contextlib.contextmanager
@@ -277,37 +327,10 @@ def init(
     if isinstance(aggregation_frequency, bool) or not isinstance(aggregation_frequency, int) or \
             aggregation_frequency < 1:
         raise ValueError(f"init(aggregation_frequency=...) must be an int >= 1, got {aggregation_frequency!r}")
-    on_platform = bool(os.environ.get("DET_TRIAL_ID"))
-    if on_platform and distributed is not None:
-        logger.info("det.pytorch.init(distributed=...) is ignored inside a trial: the launcher's ranks are used")
-        distributed = None
-    with core.init(distributed=distributed, preempt_mode=core.PreemptMode.WorkersAskChief,
-                   tensorboard_mode=core.TensorboardMode.MANUAL) as core_context:
-        info = core_context.info
-        if on_platform:
-            config: Dict[str, Any] = dict(info.config)
-            slots = int((config.get("resources") or {}).get("slots_per_trial") or 1)
-            if slots > 1 and core_context.distributed.size == 1:
-                raise ValueError(
-                    f"the trial has {slots} slots but this process is the only one: run the script through a "
-                    "launcher, e.g. entrypoint: python3 -m determined.launch.torch_distributed python3 train.py"
-                )
-            seed = int(info.trial_seed)
-            _seed_python_and_numpy(seed)
-            PyTorchTrialController.pre_execute_hook(seed, core_context.distributed)
-        else:
-            config, seed = dict(exp_conf or {}), 0
-            distributed_context = core_context.distributed
-            _distributed.init_process_group(distributed_context, _pick_device(distributed_context.local_rank))
-        context = _TrainerTrialContext(core_context, config, dict(hparams or {}), seed)
-        context._hparams_given = hparams is not None
+    with trainer_context(_TrainerTrialContext, PyTorchTrialController, "determined.launch.torch_distributed",
+                         hparams, exp_conf, distributed, enable_tensorboard_logging) as context:
         context._aggregation_frequency = aggregation_frequency
-        context.set_enable_tensorboard_logging(bool(enable_tensorboard_logging))
-        try:
-            yield context
-        finally:
-            if context._tensorboard_writer is not None:
-                context._tensorboard_writer.flush()
+        yield context
 
 
 _POLICIES = ("best", "all", "none")
@@ -323,19 +346,28 @@ def _check_unit(name: str, value: Any, optional: bool = True) -> None:
 class Trainer:
     """Trains a PyTorchTrial built with the context of `det.pytorch.init()`: ``Trainer(trial, context).fit(...)``."""
 
-    def __init__(self, trial: Any, context: PyTorchTrialContext) -> None:
-        from determined.pytorch._trial import PyTorchTrial
+    # The controller that fit() runs the trial with (the DeepSpeed Trainer gives its own).
+    _controller_class: Type[PyTorchTrialController] = _FitController
 
-        if not isinstance(trial, PyTorchTrial):
-            raise TypeError(f"Trainer(trial, context): trial must be a det.pytorch.PyTorchTrial, got "
-                            f"{type(trial).__name__}")
-        if not isinstance(context, PyTorchTrialContext):
-            raise TypeError(f"Trainer(trial, context): context must be the PyTorchTrialContext of "
-                            f"det.pytorch.init(), got {type(context).__name__}")
+    def __init__(self, trial: Any, context: PyTorchTrialContext) -> None:
+        self._check_arguments(trial, context)
         self._trial = trial
         self._context = context
         self._core = context._core
         self._info = self._core.info
+
+    @staticmethod
+    def _check_arguments(trial: Any, context: Any) -> None:
+        from determined.pytorch._trial import PyTorchTrial
+
+        if not isinstance(trial, PyTorchTrial):
+            deepspeed_trial = any(c.__name__ == "DeepSpeedTrial" for c in type(trial).__mro__)
+            hint = " (a DeepSpeedTrial trains with det.pytorch.deepspeed.Trainer)" if deepspeed_trial else ""
+            raise TypeError(f"Trainer(trial, context): trial must be a det.pytorch.PyTorchTrial, got "
+                            f"{type(trial).__name__}{hint}")
+        if not isinstance(context, PyTorchTrialContext):
+            raise TypeError(f"Trainer(trial, context): context must be the PyTorchTrialContext of "
+                            f"det.pytorch.init(), got {type(context).__name__}")
 
     def configure_profiler(self, *args: Any, **kwargs: Any) -> None:
         """Removed in Determined 0.30 (logs an error there too): use fit(profiling_enabled=True) for the system
@@ -399,8 +431,9 @@ class Trainer:
                     stacklevel=2)
             if profiling_enabled:
                 self._core.profiler.on()
-        controller = _FitController(type(self._trial), self._context, trial=self._trial)
-        controller._test_mode = test_mode
+        controller: Any = self._controller_class(type(self._trial), self._context, trial=self._trial)
+        if test_mode:
+            controller._max_validation_batches = 1
         epoch_len = controller._epoch_len
         units = [u for u in (max_length, checkpoint_period, validation_period, reporting_period) if u is not None]
         if not epoch_len and any(isinstance(u, Epoch) for u in units):

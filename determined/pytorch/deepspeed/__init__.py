@@ -1,5 +1,5 @@
 """determined.pytorch.deepspeed: DeepSpeedTrial (Determined 0.19-0.38), its context and controller, the
-ModelParallelUnit, and the DeepSpeed config helpers. Needs the deepspeed package (the `deepspeed` extra)."""
+ModelParallelUnit, the DeepSpeed config helpers, and 0.38's DeepSpeed Trainer API (`init`, `Trainer`). Needs the deepspeed package (the `deepspeed` extra)."""
 import importlib.util
 
 if importlib.util.find_spec("deepspeed") is None:
@@ -14,13 +14,16 @@ from determined.pytorch.deepspeed._context import DeepSpeedTrialContext
 from determined.pytorch.deepspeed._controller import DeepSpeedTrialController
 from determined.pytorch.deepspeed._mpu import ModelParallelUnit, make_data_parallel_mpu, make_deepspeed_mpu
 from determined.pytorch.deepspeed._trial import DeepSpeedTrial
+from determined.pytorch.deepspeed._trainer import Trainer, init
 
 __all__ = [
     "DeepSpeedTrial",
     "DeepSpeedTrialContext",
     "DeepSpeedTrialController",
     "ModelParallelUnit",
+    "Trainer",
     "get_ds_config_from_hparams",
+    "init",
     "make_data_parallel_mpu",
     "make_deepspeed_mpu",
     "overwrite_deepspeed_config",

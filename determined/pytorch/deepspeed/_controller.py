@@ -80,8 +80,11 @@ class DeepSpeedTrialController(PyTorchTrialController):
     """
 
     context: DeepSpeedTrialContext
+    # Every rank takes part in a checkpoint: all must agree whether a validation was the best (checkpoint_policy).
+    _broadcast_validation_was_best = True
 
-    def __init__(self, trial_class: Type[Any], context: DeepSpeedTrialContext) -> None:
+    def __init__(self, trial_class: Type[Any], context: DeepSpeedTrialContext, trial: Any = None) -> None:
+        """`trial`: the user's trial, already built with `context` (the Trainer API); else it is built here."""
         BatchLoop.__init__(self, trial_class, context)
         name = trial_class.__name__
         if not isinstance(context, DeepSpeedTrialContext):
@@ -91,7 +94,7 @@ class DeepSpeedTrialController(PyTorchTrialController):
             )
         self._read_config(context.get_experiment_config())
         self._evaluate_method = "evaluate_batch"
-        self.trial = construct_trial(trial_class, context)
+        self.trial = construct_trial(trial_class, context) if trial is None else trial
         if not context.models:
             raise errors.InvalidTrialError(
                 f"{name} registered no DeepSpeed engine: in __init__, engine, _, _, _ = deepspeed.initialize(...) "
@@ -129,6 +132,11 @@ class DeepSpeedTrialController(PyTorchTrialController):
         torch.manual_seed(trial_seed)
         if torch.cuda.is_available():
             torch.cuda.manual_seed_all(trial_seed)
+        cls.join_process_group(distributed)
+
+    @classmethod
+    def join_process_group(cls, distributed: Any) -> None:
+        """DeepSpeed's process group, also for one rank (unless DET_MANUAL_INIT_DISTRIBUTED is set)."""
         if not os.environ.get("DET_MANUAL_INIT_DISTRIBUTED"):
             init_distributed(distributed)
 
@@ -235,7 +243,10 @@ class DeepSpeedTrialController(PyTorchTrialController):
         outputs: List[Any] = []
         accumulator = MetricAccumulator()
         self.callbacks.fire("on_validation_epoch_start")
-        for batch_idx in range(min(counts)):
+        batches = min(counts)
+        if self._max_validation_batches is not None:
+            batches = min(batches, self._max_validation_batches)
+        for batch_idx in range(batches):
             output = self.trial.evaluate_batch(iterator, batch_idx)
             if not self._mpu.should_report_metrics:
                 continue
@@ -284,6 +295,7 @@ class DeepSpeedTrialController(PyTorchTrialController):
             if self._rank == 0:
                 with open(path / LOAD_DATA_FILE, "w") as f:
                     json.dump(self._load_data(), f, indent=2, default=str)
+                self._write_checkpoint_extras(path)
             self.trial.save(self.context, path)
             self.callbacks.checkpoint_write_end(str(path))
         self._last_checkpoint = self.steps_completed
@@ -293,17 +305,24 @@ class DeepSpeedTrialController(PyTorchTrialController):
         uuid = self.core.info.latest_checkpoint
         if uuid is None:
             return
+        state = self._load_checkpoint(uuid)
+        self._resume_at_platform_steps(state)
+        logger.info("restored checkpoint %s at %d batches", uuid, self.steps_completed)
+
+    def _load_checkpoint(self, uuid: str) -> Optional[Dict[str, Any]]:
+        """Load checkpoint `uuid` on every rank: the engines (trial.load), this rank's RNG and callback states;
+        returns its loop state (None for a checkpoint without one: only the engines are loaded)."""
         with self.core.checkpoint.restore_path(uuid) as path:
             state = _read_loop_state(path, self._rank)
             if state is not None:
                 self.callbacks.fire("on_checkpoint_load_start", state)
             self.trial.load(self.context, path)
+            self._read_checkpoint_extras(path, state or {})
         if state is not None:
             self.callbacks.load_state_dicts(state.get("callbacks") or {})
             if "rng_state" in state:
                 _checkpoint.restore_rng_state(state["rng_state"], self.context.device)
-        self._resume_at_platform_steps(state)
-        logger.info("restored checkpoint %s at %d batches", uuid, self.steps_completed)
+        return state
 
 
 def _read_loop_state(path: pathlib.Path, rank: int) -> Optional[Dict[str, Any]]:
