@@ -34,7 +34,8 @@ def slots_per_trial(exp: Experiment) -> int:
 def pick_trials(s: Session, free_slots: int) -> List[Trial]:
     """Trials to start now on `free_slots` slots, honouring slots_per_trial, max_slots and max_concurrent_trials."""
     demands: Dict[int, _Demand] = {}
-    for exp in s.scalars(select(Experiment).where(Experiment.state == states.ACTIVE).order_by(Experiment.id)):
+    for exp in s.scalars(select(Experiment).where(Experiment.state == states.ACTIVE,
+                                                  Experiment.unmanaged.is_not(True)).order_by(Experiment.id)):
         per_trial = slots_per_trial(exp)
         demands[exp.id] = _Demand(exp=exp, waiting=[], running_trials=0, running_slots=0, slots_per_trial=per_trial,
                                   max_slots=int(config_value(exp.config, "resources", "max_slots", default=0) or 0),
