@@ -46,7 +46,7 @@ DEVICE = Section(
 )
 RESOURCES = Section(
     {
-        "slots_per_trial": Field(Int(minimum=1), 1),
+        "slots_per_trial": Field(Int(minimum=0), 1),  # 0: a trial with no slot (CPU only; docs/config.md)
         "max_slots": Field(Int(minimum=1), None),
         "weight": Field(Number(minimum=0, exclusive_min=True, as_float=True), 1.0),
         "native_parallel": Field(Bool(), False),
