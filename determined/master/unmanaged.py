@@ -47,10 +47,21 @@ def experiment_by_external_id(s: Session, external_id: str) -> Optional[Experime
     return s.scalars(select(Experiment).where(Experiment.external_experiment_id == external_id)).first()
 
 
+def _empty_model_def() -> bytes:
+    """An empty .tar.gz: an unmanaged experiment has no model definition, but readers of one get a valid archive."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz"):
+        pass
+    return buf.getvalue()
+
+
 def create_experiment(s: Session, config: Dict[str, Any], *, owner: str, owner_id: Optional[int], project_id: int,
                       external_id: Optional[str] = None) -> Experiment:
     """Store a new unmanaged experiment (config already canonical); it has no trial until a run creates one."""
-    exp = Experiment(state=states.PAUSED, config=config, model_def=b"", owner=owner, owner_id=owner_id,
+    exp = Experiment(state=states.PAUSED, config=config, model_def=_empty_model_def(), owner=owner, owner_id=owner_id,
                      project_id=project_id, searcher_snapshot=None, searcher_shutdown=False, searcher_failure=False,
                      progress=0.0, unmanaged=True, external_experiment_id=external_id,
                      checkpoint_gc_done=True)  # no checkpoint GC for unmanaged experiments (0.38)
