@@ -145,6 +145,8 @@ def set_state(s: Session, trial: Trial, body: Mapping[str, Any]) -> None:
         raise RequestProblem(400, "invalid trial update", [
             f"state: expected one of {', '.join(sorted(REPORTED_STATES))}, got {repr(raw)[:60]}"])
     new = REPORTED_STATES[name]
+    if trial.state == states.CANCELED:
+        return  # killed or canceled by a user: the run's own report of its end does not undo that
     if new == states.ACTIVE:
         trial.state, trial.end_time = states.ACTIVE, None
     else:

@@ -104,7 +104,9 @@ def test_the_master_never_schedules_pauses_or_continues_an_unmanaged_experiment(
         with pytest.raises(errors.APIError, match="unmanaged"):
             api.post(f"/experiments/{exp_id}/continue", {})
     finally:
-        context.close()
+        context.close()  # the run's end does not undo the kill
+    assert api.get(f"/trials/{context.info.trial_id}")["trial"]["state"] == "CANCELED"
+    assert api.get(f"/experiments/{context.info.experiment_id}")["experiment"]["state"] == "CANCELED"
 
 
 def test_bad_configs_and_requests_are_refused_with_the_field_named(api: Session) -> None:
