@@ -46,7 +46,7 @@ DEVICE = Section(
 )
 RESOURCES = Section(
     {
-        "slots_per_trial": Field(Int(minimum=1), 1),
+        "slots_per_trial": Field(Int(minimum=0), 1),  # 0: a trial with no slot (CPU only; docs/config.md)
         "max_slots": Field(Int(minimum=1), None),
         "weight": Field(Number(minimum=0, exclusive_min=True, as_float=True), 1.0),
         "native_parallel": Field(Bool(), False),
@@ -148,8 +148,10 @@ EXPERIMENT = Section(
 TOP_LEVEL_FIELDS = tuple(EXPERIMENT.fields)
 
 
-def load_experiment_config(raw: Mapping[str, Any]) -> Dict[str, Any]:
+def load_experiment_config(raw: Mapping[str, Any], *, unmanaged: bool = False) -> Dict[str, Any]:
     """Validate a user config (0.13, or 0.12 with steps) and return its canonical form with every default filled.
+    `unmanaged`: the config of an unmanaged experiment (0.38's core_v2), whose script runs outside the platform and
+    so needs no entrypoint.
 
     Raises InvalidExperimentConfig listing every problem, each ``"<field.path>: <what is wrong>; <allowed>"``.
     """
@@ -160,7 +162,8 @@ def load_experiment_config(raw: Mapping[str, Any]) -> Dict[str, Any]:
     config = EXPERIMENT.check(upgraded, "", problems)
     _name_the_experiment(config)
     _check_workspace_and_project(config, problems)
-    _check_entrypoint(config, problems)
+    if not unmanaged:
+        _check_entrypoint(config, problems)
     _check_trial_class_length(config, problems)
     in_records_or_epochs = _check_epochs(config, problems)
     if runs_a_script(config):

@@ -110,6 +110,11 @@ class ClusterInfo:
                          os.environ.get("DET_INTER_NODE_NETWORK_INTERFACE"))
 
     @property
+    def _trial_info(self) -> Optional[TrialInfo]:
+        """The trial of this task, or None for a task that is not a trial (Determined 0.38's attribute)."""
+        return self.trial if self.task_type == TASK_TYPE_TRIAL else None
+
+    @property
     def user_data(self) -> Dict[str, Any]:
         """The `data` section of the experiment config ({} for a task that is not a trial)."""
         if self.task_type != TASK_TYPE_TRIAL:

@@ -44,3 +44,24 @@ def read_session(master: Optional[str] = None, user: Optional[str] = None) -> An
     session = embedded.in_process_session(data_dir)
     session.user = user
     return session
+
+
+def record_session(master: Optional[str] = None, user: Optional[str] = None) -> Any:
+    """A session for a client that records (an unmanaged run's reports): like `read_session`, but never the data
+    dir's read-only database: with no master given or running, the data dir's API opened in-process."""
+    url = configured_master(master)
+    if url:
+        from determined.common.api import Session
+
+        return Session(url, user=user)
+    from determined.master import embedded
+
+    data_dir = common.data_dir()
+    running = embedded.running_master_url(data_dir) if (data_dir / "master.lock").exists() else None
+    if running:
+        from determined.common.api import Session
+
+        return Session(running, user=user)
+    session = embedded.in_process_session(data_dir)
+    session.user = user
+    return session

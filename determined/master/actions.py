@@ -32,15 +32,15 @@ from determined.master.problems import RequestProblem
 logger = logging.getLogger("determined.master")
 
 
-def canonical_config(raw: Any, data_dir: str) -> Dict[str, Any]:
+def canonical_config(raw: Any, data_dir: str, *, unmanaged: bool = False) -> Dict[str, Any]:
     """Validate a user config (a mapping, or its YAML text) and fill in what the master decides: checkpoint storage
-    (its default, also for a type it cannot reach) and experiment seed."""
+    (its default, also for a type it cannot reach) and experiment seed. `unmanaged`: no entrypoint is needed."""
     try:
         if isinstance(raw, str):
             raw = load_config_text(raw, "config")
         if not isinstance(raw, Mapping):
             raise InvalidExperimentConfig([f"config: expected a mapping or its YAML text, got {type(raw).__name__}"])
-        config = load_experiment_config(raw)
+        config = load_experiment_config(raw, unmanaged=unmanaged)
     except InvalidExperimentConfig as e:
         raise RequestProblem(400, e.header, list(e.problems)) from None
     storage = config.get("checkpoint_storage")
@@ -84,8 +84,16 @@ def create_experiment(
     return exp
 
 
+def _check_managed(exp: Experiment, what: str) -> None:
+    if exp.unmanaged:
+        raise RequestProblem(400, f"experiment {exp.id} is unmanaged: its state follows the script runs that report "
+                                  f"to it, which the master does not {what}; stop the script instead, or cancel/kill "
+                                  "the experiment")
+
+
 def activate(s: Session, experiment_id: int) -> Experiment:
     exp = get_experiment(s, experiment_id)
+    _check_managed(exp, "start")
     if exp.state == states.ACTIVE:
         return exp
     if exp.state != states.PAUSED:
@@ -100,6 +108,7 @@ def activate(s: Session, experiment_id: int) -> Experiment:
 def pause(s: Session, experiment_id: int) -> Experiment:
     """Pause: running trials are asked to checkpoint and exit; none is started until activation."""
     exp = get_experiment(s, experiment_id)
+    _check_managed(exp, "pause")
     if exp.state == states.PAUSED:
         return exp
     if exp.state != states.ACTIVE:

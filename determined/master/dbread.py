@@ -18,15 +18,16 @@ _JSON = frozenset({"config", "searcher_snapshot", "hparams", "latest_validation"
 _TIME = frozenset({"start_time", "end_time", "timestamp", "time", "creation_time", "last_updated_time",
                    "created_at", "expires_at"})
 _BOOL = frozenset({"archived", "searcher_shutdown", "searcher_failure", "checkpoint_gc_done", "preempt_requested",
-                   "close_requested", "completed", "admin", "active", "revoked", "immutable"})
+                   "close_requested", "completed", "admin", "active", "revoked", "immutable", "unmanaged"})
 
 # The columns each read selects (never `*`: an experiment row holds its model definition archive).
 EXPERIMENT_COLUMNS = ("id, state, config, owner, archived, searcher_snapshot, searcher_shutdown, searcher_failure, "
-                      "progress, best_validation, best_trial_id, start_time, end_time, project_id, notes")
+                      "progress, best_validation, best_trial_id, start_time, end_time, project_id, notes, unmanaged, "
+                      "external_experiment_id")
 TRIAL_COLUMNS = ("id, experiment_id, request_id, hparams, seed, state, restarts, total_batches, runs, allocation_id, "
                  "preempt_requested, close_requested, early_exit_reason, warm_start_checkpoint_uuid, "
                  "latest_checkpoint_uuid, best_validation, latest_validation, start_time, end_time, log_policy_matches, "
-                 "runner_status")
+                 "runner_status, external_trial_id")
 CHECKPOINT_COLUMNS = ("id, uuid, experiment_id, trial_id, state, steps_completed, resources, framework, format, "
                       "metadata, determined_version, start_time, end_time")
 MODEL_COLUMNS = ("id, name, description, metadata, creation_time, last_updated_time, owner, workspace_id, labels, "

@@ -147,6 +147,14 @@ def _dispatch(method: searcher.Searcher, kind: str, args: Dict[str, Any]) -> Lis
 
 def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     """Feed events to the experiment's search method and carry out the operations it returns."""
+    if exp.unmanaged:  # its trials are scripts run outside the platform: no search method (master/unmanaged.py)
+        from determined.master import unmanaged
+
+        for kind, args in events:
+            if kind == "trial_progress":
+                unmanaged.trial_progress(exp, _trial_by_request(s, exp, args["request_id"]), args["progress"])
+        _check_done(s, exp)
+        return
     if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL:
         _check_done(s, exp)
         return
@@ -328,6 +336,11 @@ def _end_trial(trial: Trial, state: str) -> None:
 
 
 def _check_done(s: Session, exp: Experiment) -> None:
+    if exp.unmanaged:  # its state follows its trials' (master/unmanaged.py)
+        from determined.master import unmanaged
+
+        unmanaged.refresh_state(s, exp)
+        return
     if exp.state in states.EXPERIMENT_TERMINAL:
         return
     # One indexed probe, not every trial: it runs at each trial's end, and a search may have thousands.

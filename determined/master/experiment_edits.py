@@ -119,6 +119,9 @@ def continue_experiment(s: Session, experiment_id: int, override: Any, data_dir:
     from determined.master.lengths import to_batches
 
     exp = get_experiment(s, experiment_id)
+    if exp.unmanaged:
+        raise RequestProblem(400, f"experiment {exp.id} is unmanaged: the master cannot run its script; run the "
+                                  "script again with the same external_experiment_id/external_trial_id to continue it")
     if exp.state not in states.EXPERIMENT_TERMINAL:
         raise RequestProblem(400, f"experiment {exp.id} is {exp.state}; only an ended experiment (COMPLETED, CANCELED, "
                                   "ERROR) can be continued: wait for it, or activate it if it is PAUSED")

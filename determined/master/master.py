@@ -26,7 +26,7 @@ from determined.master.experiment import SLOTS_INFO, progress_now
 from determined.master.log_policies import LogPolicyMonitor
 from determined.master.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
-from determined.master.rm.base import ResourceManager, ResourceManagerFactory
+from determined.master.rm.base import ResourceManager, ResourceManagerFactory, describe_run
 from determined.master.rm.trial_env import TrialUser
 
 logger = logging.getLogger("determined.master")
@@ -410,13 +410,24 @@ class Master:
                                               else scan_archive(exp.model_def, exp.config.get("entrypoint")))
         return self._trial_imports_of[exp.id]
 
+    def _zero_slot_room(self) -> int:
+        """How many more trials of `slots_per_trial: 0` may start: they take no slot, and at most as many run at
+        once as the master has slots (at least one), as Determined bounds zero-slot containers per agent."""
+        assert self.rm is not None
+        running = sum(1 for run in self.rm.running().values() if not describe_run(run)["slot_ids"])
+        return max(1, int(self.rm.total_slots or 0)) - running
+
     def _schedule(self) -> None:
         assert self.rm is not None and self.url is not None
         free = self.rm.free_slots()
+        zero_room = self._zero_slot_room()
         launches = []
-        if free > 0:
+        if free <= 0 and zero_room > 0:  # a read first: the usual tick with no slot free takes no write lock
+            with self.read() as s:
+                zero_room = zero_room if scheduler.has_zero_slot_work(s) else 0
+        if free > 0 or zero_room > 0:
             with self.write() as s:
-                for trial in scheduler.pick_trials(s, free):
+                for trial in scheduler.pick_trials(s, free, zero_room):
                     exp = s.get(Experiment, trial.experiment_id)
                     assert exp is not None
                     allocation_id, token = allocations.start_allocation(s, trial)

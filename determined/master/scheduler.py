@@ -31,10 +31,14 @@ def slots_per_trial(exp: Experiment) -> int:
     return int(config_value(exp.config, "resources", "slots_per_trial", default=1))
 
 
-def pick_trials(s: Session, free_slots: int) -> List[Trial]:
-    """Trials to start now on `free_slots` slots, honouring slots_per_trial, max_slots and max_concurrent_trials."""
+def pick_trials(s: Session, free_slots: int, zero_slot_room: int = 0) -> List[Trial]:
+    """Trials to start now on `free_slots` slots, honouring slots_per_trial, max_slots and max_concurrent_trials.
+
+    A trial of `slots_per_trial: 0` (Determined's zero-slot task: CPU only, no GPU) takes no slot; at most
+    `zero_slot_room` more of them start now (the master bounds how many run at once)."""
     demands: Dict[int, _Demand] = {}
-    for exp in s.scalars(select(Experiment).where(Experiment.state == states.ACTIVE).order_by(Experiment.id)):
+    for exp in s.scalars(select(Experiment).where(Experiment.state == states.ACTIVE,
+                                                  Experiment.unmanaged.is_not(True)).order_by(Experiment.id)):
         per_trial = slots_per_trial(exp)
         demands[exp.id] = _Demand(exp=exp, waiting=[], running_trials=0, running_slots=0, slots_per_trial=per_trial,
                                   max_slots=int(config_value(exp.config, "resources", "max_slots", default=0) or 0),
@@ -62,15 +66,23 @@ def pick_trials(s: Session, free_slots: int) -> List[Trial]:
 
     picked: List[Trial] = []
     while True:
-        candidates = [d for d in demands.values() if d.waiting and _may_grow(d) and d.slots_per_trial <= free_slots]
+        candidates = [d for d in demands.values() if d.waiting and _may_grow(d) and (
+            d.slots_per_trial <= free_slots if d.slots_per_trial else zero_slot_room > 0)]
         if not candidates:
             return picked
         demand = min(candidates, key=lambda d: (d.priority, d.running_slots / d.weight, d.exp.id))
         trial = demand.waiting.pop(0)
         picked.append(trial)
         free_slots -= demand.slots_per_trial
+        zero_slot_room -= 0 if demand.slots_per_trial else 1
         demand.running_trials += 1
         demand.running_slots += demand.slots_per_trial
+
+
+def has_zero_slot_work(s: Session) -> bool:
+    """Whether an active experiment has `slots_per_trial: 0` (a read: its trials may start with no free slot)."""
+    return any(slots_per_trial(exp) == 0 for exp in s.scalars(select(Experiment).where(
+        Experiment.state == states.ACTIVE, Experiment.unmanaged.is_not(True))))
 
 
 def _may_grow(d: _Demand) -> bool:

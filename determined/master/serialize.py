@@ -80,6 +80,8 @@ def experiment(db: Any, exp: Any, num_trials: Optional[int] = None) -> Dict[str,
         "num_trials": int(num_trials),
         "best_validation": exp.best_validation,
         "best_trial_id": exp.best_trial_id,
+        "unmanaged": bool(getattr(exp, "unmanaged", False)),
+        "external_experiment_id": getattr(exp, "external_experiment_id", None),
     }
 
 
@@ -109,6 +111,7 @@ def trial(t: Any, status: Optional[Tuple[str, Optional[str]]] = None) -> Dict[st
         "log_policy_matched": latest_label(t),
         "log_policy_matches": list(t.log_policy_matches or []),
         "runner_status": t.runner_status,
+        "external_trial_id": getattr(t, "external_trial_id", None),
     }
 
 

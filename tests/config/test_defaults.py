@@ -114,7 +114,7 @@ def test_given_values_are_kept(minimal):
         ({"perform_initial_validation": "maybe"}, "perform_initial_validation"),
         ({"optimizations": {"mixed_precision": "O4"}}, "optimizations.mixed_precision"),
         ({"optimizations": {"aggregation_frequency": 0}}, "optimizations.aggregation_frequency"),
-        ({"resources": {"slots_per_trial": 0}}, "resources.slots_per_trial"),
+        ({"resources": {"slots_per_trial": -1}}, "resources.slots_per_trial"),
         ({"resources": {"slots_per_trial": 4, "max_slots": 2}}, "resources.max_slots"),
         ({"resources": {"weight": 0}}, "resources.weight"),
         ({"debug": 1}, "debug"),

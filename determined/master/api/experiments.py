@@ -20,6 +20,10 @@ router = APIRouter()
 def create_experiment(request: Request, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
     master = master_of(request)
     with problems_as_http():
+        if isinstance(body, dict) and body.get("unmanaged") is not None and body.get("unmanaged") is not False:
+            from determined.master.api.unmanaged import create_unmanaged_experiment
+
+            return create_unmanaged_experiment(request, body)  # a script run outside the platform (core_v2)
         if "config" not in body:
             raise RequestProblem(400, "the request needs a config", ["config: required (the experiment config as an object)"])
         raw = body["config"]

@@ -38,6 +38,11 @@ class Experiment(Base):
     # the project it belongs to (migration 0008 put older experiments into the default project, id 1)
     project_id: Mapped[Optional[int]] = mapped_column(ForeignKey("projects.id"), nullable=True, index=True, default=1)
     notes: Mapped[Optional[str]] = mapped_column(Text, nullable=True)  # the SDK's set_notes (0.38)
+    # An unmanaged experiment (0.38's core_v2): its trials are scripts run outside the platform, never scheduled;
+    # `external_experiment_id` (unique) lets a later run reuse it (migration 0010).
+    unmanaged: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
+    external_experiment_id: Mapped[Optional[str]] = mapped_column(String(256), nullable=True, unique=True,
+                                                                  index=True)
 
 
 class Trial(Base):
@@ -70,6 +75,8 @@ class Trial(Base):
     preempt_acked: Mapped[Optional[bool]] = mapped_column(Boolean, nullable=True, default=False)
     runner_status: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     run_metadata: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    # the id an unmanaged run gave this trial (unique within its experiment): a later run with it continues it
+    external_trial_id: Mapped[Optional[str]] = mapped_column(String(256), nullable=True)
 
 
 class SearcherOperation(Base):

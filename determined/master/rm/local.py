@@ -207,7 +207,7 @@ class LocalResourceManager:
             threads = max(1, cores * slots_needed // max(1, self.slots.total))
         else:
             visible = ""
-            threads = max(1, cores // max(1, self.slots.total)) * slots_needed
+            threads = max(1, cores // max(1, self.slots.total)) * max(1, slots_needed)  # 0 slots: one's share
         proc_env["OMP_NUM_THREADS"] = str(threads)
         proc_env.update(env or {})  # the experiment's environment_variables; the platform's own variables win
         proc_env.update({

@@ -331,8 +331,11 @@ class RayResourceManager:
         self._refresh(force=True)
         problems: List[str] = []
         resources = config.get("resources") or {}
-        wanted = int(resources.get("slots_per_trial") or 1)
-        if self.slots.kind == "gpu" and self.cluster_gpus() == 0:
+        wanted = int(1 if resources.get("slots_per_trial") is None else resources["slots_per_trial"])
+        if wanted == 0:
+            problems.append("resources.slots_per_trial: 0 (a trial with no slot) runs on the local resource manager "
+                            "only; on the Ray resource manager give 1 or more (a Ray placement group needs a slot)")
+        elif self.slots.kind == "gpu" and self.cluster_gpus() == 0:
             problems.append("resources.slots_per_trial: this master runs trials on GPU slots but the Ray cluster has "
                             "no GPU now; add GPU nodes, or start the master with --ray-slot-type cpu")
         elif wanted > self.slots.total:
