@@ -14,8 +14,12 @@ if __name__ == "__main__":
     sys.path.insert(0, str(model_dir))
     import train  # noqa: E402  (the script of the model directory)
 
-    core_context = core._make_local_context(data_dir, [], {}, {}, trial_seed=seed)
-    _execution._seed_python_and_numpy(seed)
-    DeepSpeedTrialController.pre_execute_hook(seed, core_context.distributed)
-    context = _DeepSpeedTrainerContext(core_context, {}, {}, seed)
-    print(f"train: final weights {train.train(context, batches, None)}", flush=True)
+    import torch.distributed as dist  # noqa: E402
+
+    with core._make_local_context(data_dir, [], {}, {}, trial_seed=seed) as core_context:
+        _execution._seed_python_and_numpy(seed)
+        DeepSpeedTrialController.pre_execute_hook(seed, core_context.distributed)
+        context = _DeepSpeedTrainerContext(core_context, {}, {}, seed)
+        print(f"train: final weights {train.train(context, batches, None)}", flush=True)
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -42,7 +42,8 @@ def _python(model: pathlib.Path, data_dir: pathlib.Path, *args: str) -> str:
     """Run `python ARGS...` in the model directory with no platform; its output."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env["DET_DATA_DIR"] = str(data_dir)
-    out = subprocess.run([sys.executable, *args], cwd=model, env=env, capture_output=True, text=True, timeout=300)
+    env.setdefault("OMP_NUM_THREADS", "1")  # as a trial's slot has; torch's default threads crawl on a busy machine
+    out = subprocess.run([sys.executable, *args], cwd=model, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     return out.stdout + out.stderr
 
