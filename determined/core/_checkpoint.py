@@ -328,20 +328,22 @@ def _write_metadata(path: pathlib.Path, metadata: Dict[str, Any]) -> None:
 
 
 def _copy_selected(src: pathlib.Path, dst: pathlib.Path, selector: Optional[Selector]) -> None:
-    for rel in _listing(src, selector):
+    """Copy the files of a stored checkpoint that `selector` picks, metadata.json too (as Determined did)."""
+    for rel in _listing(src, selector, with_metadata=True):
         target = dst / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src / rel, target)
 
 
-def _listing(src: pathlib.Path, selector: Optional[Selector]) -> Dict[str, str]:
-    """`{relative path: md5}` of the files under `src` that `selector` picks (metadata.json is the platform's)."""
+def _listing(src: pathlib.Path, selector: Optional[Selector], with_metadata: bool = False) -> Dict[str, str]:
+    """`{relative path: md5}` of the files under `src` that `selector` picks (metadata.json, the platform's, only
+    `with_metadata`)."""
     out: Dict[str, str] = {}
     for dirpath, _dirnames, filenames in os.walk(src):
         for name in filenames:
             full = pathlib.Path(dirpath) / name
             rel = full.relative_to(src).as_posix()
-            if rel == METADATA_FILE or (selector is not None and not selector(rel)):
+            if (rel == METADATA_FILE and not with_metadata) or (selector is not None and not selector(rel)):
                 continue
             digest = hashlib.md5()
             with open(full, "rb") as f:

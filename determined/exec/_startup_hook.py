@@ -8,7 +8,8 @@ directory:
 * its output goes to the trial's logs (each command echoed, as Determined's ``set -x`` did);
 * variables it exports reach the trial (a hook may extend ``PYTHONPATH``);
 * ``pip install`` in it installs into the trial's own interpreter (its directory is first on ``PATH``), and the
-  trial imports what it installed;
+  trial imports what it installed; it may not replace a package the platform itself runs on (``_pip_guard``:
+  ``PIP_CONSTRAINT`` pins them while the hook runs), since trials share the platform's environment;
 * a failing command fails the run with an error naming the hook and the exit status (the trial restarts, up to
   ``max_restarts``, as a failing container did).
 
@@ -28,6 +29,7 @@ import time
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 from determined import errors
+from determined.exec import _pip_guard
 
 logger = logging.getLogger("determined.harness")
 
@@ -95,6 +97,8 @@ def _run_hook(work_dir: pathlib.Path) -> Tuple[int, Optional[Dict[str, str]]]:
     fd, env_file = tempfile.mkstemp(prefix="det-hook-env-", suffix=".json")
     os.close(fd)
     env["DET_STARTUP_HOOK_ENV"] = env_file
+    pins_file = _pip_guard.write_constraints(_pip_guard.platform_pins())
+    env["PIP_CONSTRAINT"] = _pip_guard.constraint_variable(env.get("PIP_CONSTRAINT"), pins_file)
     shell = shutil.which("bash") or "sh"
     sys.stdout.flush()
     sys.stderr.flush()
@@ -109,15 +113,24 @@ def _run_hook(work_dir: pathlib.Path) -> Tuple[int, Optional[Dict[str, str]]]:
         except (OSError, ValueError):
             return code, None
         before = {**env}
+        # The pins are the hook's alone: the trial keeps the PIP_CONSTRAINT it had, plus what the hook added.
+        before.pop("PIP_CONSTRAINT")
+        if "PIP_CONSTRAINT" in os.environ:
+            before["PIP_CONSTRAINT"] = os.environ["PIP_CONSTRAINT"]
+        if "PIP_CONSTRAINT" in after:
+            rest = " ".join(p for p in after.pop("PIP_CONSTRAINT").split() if p != pins_file)
+            if rest or "PIP_CONSTRAINT" in before:
+                after["PIP_CONSTRAINT"] = rest
         changed = {k: v for k, v in after.items() if k not in _SHELL_VARIABLES and before.get(k) != v}
         removed = [k for k in before if k not in after and k not in _SHELL_VARIABLES]
         changed.update({k: None for k in removed})  # type: ignore[misc]
         return code, changed
     finally:
-        try:
-            os.unlink(env_file)
-        except OSError:
-            pass
+        for path in (env_file, pins_file):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def _apply(changes: Mapping[str, Optional[str]]) -> None:
@@ -179,7 +192,8 @@ def run_startup_hook(work_dir: "os.PathLike[str] | str") -> bool:
         if code != 0:
             raise StartupHookError(
                 f"{HOOK_NAME} failed with exit status {code} (the command echoed last above failed); fix the hook, "
-                "or remove it from the model directory"
+                "or remove it from the model directory (a pip install that conflicts with a 'constraint' would have "
+                "replaced a package the platform runs on: docs/config.md, startup-hook.sh)"
             )
         logger.info("%s finished in %.1f s", HOOK_NAME, time.monotonic() - started)
     if changes:

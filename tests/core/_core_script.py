@@ -4,7 +4,10 @@ It fits y = 3x + 1 by gradient descent with numpy, one batch per step, and uses 
 validation and custom metric groups, progress, status, metadata, checkpoints with store_path (resuming from the
 trial's latest checkpoint with restore_path), preemption, and optionally the profiler and sharded checkpoints.
 Hyperparameters say what to do: `steps`, `lr`, `sleep` (seconds per step), `invalid_hp` (raise det.InvalidHP),
-`wait_dir` (after reporting progress 0.5 at half way, wait for a file `go` there), `profile`, `shard`.
+`wait_dir` (after reporting progress 0.5 at half way, wait for a file `go` there), `profile`, `shard`, `tour` (at
+the end, the chief reads its last checkpoint back with get_metadata, download and restore_path with a selector,
+stores and deletes a scratch checkpoint, asks for the experiment's best validation and the TensorBoard path, and
+keeps what it saw in the trial's metadata).
 """
 import json
 import pathlib
@@ -52,6 +55,23 @@ def main() -> None:
                 if ctx.preempt.should_preempt():
                     return
         ctx.train.set_metadata({"final_w": float(w[0])})
+        if hp.get("tour") and rank == 0:
+            tour(ctx, steps)
+
+
+def tour(ctx: core.Context, steps: int) -> None:
+    last = ctx.info.latest_checkpoint or ctx.train.get_metadata().get("last_checkpoint")
+    json_only = lambda rel: rel.endswith(".json")  # noqa: E731
+    ctx.checkpoint.download(last, "downloaded", core.DownloadMode.NoSharedDownload, selector=lambda r: r == "state.json")
+    with ctx.checkpoint.restore_path(last, selector=json_only) as path:
+        restored = sorted(p.name for p in path.iterdir())
+    with ctx.checkpoint.store_path({"steps_completed": steps, "scratch": True}) as (path, scratch):
+        (path / "scratch.txt").write_text("to be deleted")
+    ctx.checkpoint.delete(scratch)
+    ctx.train.set_metadata({"tour": {
+        "metadata": ctx.checkpoint.get_metadata(last), "downloaded": sorted(p.name for p in pathlib.Path(
+            "downloaded").iterdir()), "restored": restored, "scratch": scratch,
+        "best": ctx.train.get_experiment_best_validation(), "tensorboard": str(ctx.train.get_tensorboard_path())}})
 
 
 def checkpoint(ctx: core.Context, w: np.ndarray, step: int, shard: bool, rank: int) -> None:
@@ -60,6 +80,7 @@ def checkpoint(ctx: core.Context, w: np.ndarray, step: int, shard: bool, rank: i
         if rank == 0:
             with ctx.checkpoint.store_path({"steps_completed": step}) as (path, storage_id):
                 (path / "state.json").write_text(state)
+            ctx.train.set_metadata({"last_checkpoint": storage_id})
             with ctx.checkpoint.restore_path(storage_id) as path:  # what was stored reads back the same
                 assert json.loads((path / "state.json").read_text())["w"] == list(w)
         return

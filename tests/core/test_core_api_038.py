@@ -102,6 +102,27 @@ def test_a_core_api_script_reports_every_kind_of_metric_checkpoints_and_moves_pr
         s.get(f"/trials/{trial['id']}/metrics", params={"group": "a.b"})
 
 
+def test_checkpoint_and_train_context_methods_on_the_platform(em: Any, tmp_path: pathlib.Path) -> None:
+    """get_metadata, download (NoSharedDownload, selector), restore_path(selector), delete; the experiment's best
+    validation and the TensorBoard path, from a script on the platform."""
+    s = em.session()
+    exp_id = create(s, config({"name": "single"}, tmp_path, steps=4, lr=0.5, tour=True))
+    wait_for(lambda: ended(s, exp_id), 60, "experiment ended")
+    [trial] = experiment(s, exp_id)["trials"]
+    assert trial["state"] == "COMPLETED", logs(s, trial["id"])
+    seen = s.get(f"/trials/{trial['id']}/run_metadata")["metadata"]["tour"]
+    assert seen["metadata"] == {"steps_completed": 4}  # the master's record of the checkpoint
+    assert seen["downloaded"] == ["state.json"]  # the selector left metadata.json out
+    assert seen["restored"] == ["metadata.json", "state.json"]
+    best = min(m["metrics"]["validation_loss"] for m in s.get(f"/trials/{trial['id']}")["validation_metrics"])
+    assert seen["best"] == pytest.approx(best)
+    assert pathlib.Path(seen["tensorboard"]).is_absolute()
+    scratch = s.get(f"/checkpoints/{seen['scratch']}")["checkpoint"]
+    assert scratch["state"] == "DELETED" and not (tmp_path / "ckpts" / seen["scratch"]).exists()
+    kept = [c["uuid"] for c in s.get(f"/trials/{trial['id']}")["checkpoints"] if c["state"] == "COMPLETED"]
+    assert seen["scratch"] not in kept and (tmp_path / "ckpts" / kept[-1] / "state.json").is_file()
+
+
 def test_invalid_hp_is_replaced_in_a_random_search_and_not_counted(em: Any, tmp_path: pathlib.Path) -> None:
     s = em.session()
     cfg = config({"name": "random", "max_trials": 2}, tmp_path, steps=2,

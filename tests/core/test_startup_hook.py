@@ -177,3 +177,55 @@ def test_the_list_of_the_trials_kind_of_slot_is_used(monkeypatch: pytest.MonkeyP
     assert _environment.wanted_changes(config, {}) == {"K": "gpu", "NCCL_DEBUG": "INFO"}  # `gpu`: 0.13's `cuda`
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert _environment.wanted_changes(config, {"K": "cpu"}) == {}  # already set as wanted
+
+
+def _fake_wheel(directory: pathlib.Path, name: str, version: str) -> pathlib.Path:
+    """A wheel of an empty package ``name`` at ``version`` (only ever resolved with --dry-run here)."""
+    info = f"{name}-{version}.dist-info"
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             f"{info}/RECORD": ""}
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, text in files.items():
+            zf.writestr(member, text)
+    return path
+
+
+def test_pip_in_the_hook_may_not_replace_a_package_the_platform_runs_on(tmp_path: pathlib.Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trials share the platform's environment: a hook's `pip install pandas` once pulled NumPy 2 under TF 2.15."""
+    import importlib.metadata
+
+    from determined.exec import _pip_guard
+    from determined.exec._startup_hook import StartupHookError, run_startup_hook
+
+    pins = _pip_guard.platform_pins()
+    for name in ("numpy", "pydantic", "sqlalchemy", "mdurl"):  # direct and transitive requirements
+        assert pins[name] == importlib.metadata.version(name)
+    assert "torch" not in pins and "tensorflow-cpu" not in pins  # frameworks of the extras are the user's call
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _fake_wheel(wheels, "mdurl", "99.0")
+    _fake_wheel(wheels, "det_free_probe", "1.0")
+    work = tmp_path / "work"
+    work.mkdir()
+    pip = f'pip install --dry-run --no-index --find-links "{wheels}" --disable-pip-version-check'
+    user_constraints = tmp_path / "user-constraints.txt"
+    user_constraints.write_text("")
+    monkeypatch.setenv("PIP_CONSTRAINT", str(user_constraints))
+    monkeypatch.setenv("DET_ALLOCATION_ID", f"pins-{tmp_path.name}")
+    # a package the platform does not use installs; the hook sees the user's constraints and the pins
+    (work / "startup-hook.sh").write_text(f'{pip} det_free_probe\necho "$PIP_CONSTRAINT" > constraint.txt\n')
+    assert run_startup_hook(work)
+    named = (work / "constraint.txt").read_text().split()
+    assert named[0] == str(user_constraints) and len(named) == 2
+    assert not os.path.exists(named[1])  # the pins file is gone after the hook
+    assert os.environ["PIP_CONSTRAINT"] == str(user_constraints)  # the trial keeps its own value
+
+    # replacing one the platform runs on is refused by pip, and the run fails naming the hook
+    (work / "startup-hook.sh").write_text(f"{pip} mdurl==99.0\n")
+    with pytest.raises(StartupHookError, match="constraint"):
+        run_startup_hook(work)
+    assert importlib.metadata.version("mdurl") == pins["mdurl"]

@@ -58,6 +58,8 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tuple[Session
                                     "hyperparameters": {"status": 3}, "max_restarts": 1}, check),
         "sigterm": submit(session, {"entrypoint": "python3 check.py", "hyperparameters": {"wait_for_sigterm": True}},
                           check),
+        "pause_timeout": submit(session, {"entrypoint": "python3 check.py", "preemption_timeout": 2,
+                                          "hyperparameters": {"wait_for_sigterm": True}}, check),
         "ranks": submit(session, {"entrypoint": "python3 -m determined.launch.torch_distributed python3 ranks.py",
                                   "hyperparameters": {"steps": 30, "die_at": 15},
                                   "resources": {"slots_per_trial": 2}, "max_restarts": 1}, files("ranks.py")),
@@ -108,6 +110,24 @@ def test_a_killed_script_gets_sigterm(platform: Tuple[Session, Dict[str, int]]) 
     session.post(f"/experiments/{exp_id}/kill")
     assert ended(session, exp_id, 30)["experiment"]["state"] == "CANCELED"
     assert "check: got SIGTERM" in logs(session, trial_id)
+
+
+def test_a_paused_script_that_ignores_the_preemption_signal_gets_sigterm_after_preemption_timeout(
+        platform: Tuple[Session, Dict[str, int]]) -> None:
+    """Pause raises the preemption signal; a script that does not exit within the experiment's
+    preemption_timeout gets SIGTERM (then SIGKILL after a grace), and its run ends as a pause, not a failure."""
+    session, experiments = platform
+    exp_id = experiments["pause_timeout"]
+    trial_id = wait_for(lambda: (session.get(f"/experiments/{exp_id}")["trials"] or [None])[0], 30, 0.1,
+                        what="a trial")["id"]
+    wait_for(lambda: "check: waiting for SIGTERM" in logs(session, trial_id), 60, 0.1, what="the script to wait")
+    session.post(f"/experiments/{exp_id}/pause")
+    wait_for(lambda: session.get(f"/experiments/{exp_id}")["experiment"]["state"] == "PAUSED", 30, 0.1,
+             what="the experiment to pause")
+    desc = session.get(f"/experiments/{exp_id}")
+    wait_for(lambda: "check: got SIGTERM" in logs(session, trial_id), 10, 0.1, what="the script's last line")
+    assert desc["trials"][0]["state"] != "ERROR" and desc["trials"][0]["restarts"] == 0
+    session.post(f"/experiments/{exp_id}/kill")
 
 
 def test_a_worker_killed_mid_run_restarts_the_trial_from_its_checkpoint(
