@@ -127,6 +127,11 @@ def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
             "command: run the script itself on this machine (`det.core.init()` works without a master), or drop "
             "--local to run it as an experiment")
 
+    if (canonical.get("searcher") or {}).get("name") == "custom" and not canonical.get("hyperparameters"):
+        raise errors.DeterminedError(
+            "--local --test draws the trial's hyperparameters from the config, but this config (searcher.name: "
+            "custom) has none: a custom search method gives each trial its hyperparameters. Run it with its search "
+            "runner (determined.searcher.LocalSearchRunner), or add a `hyperparameters:` section to test the Trial")
     det_context.check_entrypoint(model_dir, trial_class_name)
     model_dir = os.path.abspath(model_dir)
     if os.path.isfile(os.path.join(model_dir, "startup-hook.sh")):

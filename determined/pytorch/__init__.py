@@ -1,6 +1,6 @@
 """determined.pytorch: PyTorchTrial, its context, DataLoader and samplers, LRScheduler, reducers, callbacks,
 TensorBoard writers, checkpoint loading, the controller, and the Trainer API (`init`, `Trainer`, `Batch`, `Epoch`)."""
-from determined.pytorch import samplers
+from determined.pytorch import _torch_compat, samplers
 from determined.pytorch._callback import ClipGradsL2Norm, ClipGradsL2Value, PyTorchCallback
 from determined.pytorch._checkpoint import CheckpointLoadContext, load_trial_from_checkpoint_path
 from determined.pytorch._context import PyTorchExperimentalContext, PyTorchTrialContext
@@ -16,6 +16,7 @@ from determined.pytorch._trial import PyTorchTrial, TorchData
 from determined.pytorch.samplers import adapt_batch_sampler
 
 PyTorchTrial.trial_controller_class = PyTorchTrialController
+_torch_compat.install()  # torch 1.x idioms of Trial code (verbose= of LR schedulers)
 
 __all__ = [
     "PyTorchTrial",

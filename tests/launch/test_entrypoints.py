@@ -58,3 +58,16 @@ def test_local_test_mode_names_what_to_do_for_a_script(tmp_path: pathlib.Path) -
                               cpu_slots=None, master=None, paused=False, detach=False)
     with pytest.raises(errors.DeterminedError, match="--local --test runs one batch of a Trial class"):
         experiment.create(args)
+
+
+def test_local_test_mode_names_the_search_runner_for_a_custom_searcher_without_hparams(tmp_path: pathlib.Path) -> None:
+    """0.19-0.37's custom-search examples give the trial its hyperparameters from the search method, not the config."""
+    from determined.cli import experiment
+
+    (tmp_path / "model_def.py").write_text("import determined as det\nclass T(det.Trial):\n    pass\n")
+    config = tmp_path / "config.yaml"
+    config.write_text("entrypoint: model_def:T\nsearcher: {name: custom, metric: loss, unit: batches}\n")
+    args = argparse.Namespace(config_file=str(config), model_def=str(tmp_path), local=True, test_mode=True,
+                              cpu_slots=None, master=None, paused=False, detach=False)
+    with pytest.raises(errors.DeterminedError, match="LocalSearchRunner"):
+        experiment.create(args)
