@@ -10,7 +10,7 @@ import tempfile
 import traceback
 from typing import Any, Dict, List, Optional, Type
 
-from determined import core, errors
+from determined import _numpy_compat, core, errors
 from determined._trial import Trial, TrialController, construct_trial
 
 logger = logging.getLogger("determined")
@@ -61,6 +61,7 @@ def run_trial(trial_class: Type[Trial], core_context: core.Context) -> None:
     `profiling.enabled` in the config the profiler reports the system metrics meanwhile.
     """
     controller_class = _controller_class(trial_class)
+    _numpy_compat.install()  # NumPy's removed aliases (np.int, ...) that Trial code of 0.12-0.26 uses
     seed = core_context.info.trial_seed
     _seed_python_and_numpy(seed)
     controller_class.pre_execute_hook(seed, core_context.distributed)
@@ -154,6 +155,7 @@ def load_trial_class(entrypoint: str, model_dir: str) -> Type[Trial]:
     from determined.tensorflow import _tf1_compat
 
     _tf1_compat.install_when_imported()  # TensorFlow 1.x idioms of the trial's code, if it imports TensorFlow
+    _numpy_compat.install()  # NumPy's removed aliases (np.int, ...), also at the trial module's import time
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

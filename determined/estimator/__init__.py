@@ -1,10 +1,13 @@
 """determined.estimator: EstimatorTrial, its contexts, MetricReducer, RunHook and the controller.
 
-Importing it installs the TensorFlow 1.x idioms of determined.tensorflow._tf1_compat (docs/estimator.md).
+Importing it installs the TensorFlow 1.x idioms of determined.tensorflow._tf1_compat (docs/estimator.md), with
+the TF 1.x names of the `tf` namespace that the graph code of Estimator trials of TF 1.x used
+(`tf.train.exponential_decay`, `tf.train.AdamOptimizer`, `tf.placeholder`, ...).
 """
 from determined.tensorflow import _tf1_compat
 
 _tf1_compat.install()
+_tf1_compat.fill_tf1_names()
 
 from determined.estimator._checkpoint import load_estimator_from_checkpoint_path  # noqa: E402
 from determined.estimator._controller import EstimatorTrialController  # noqa: E402

@@ -87,9 +87,11 @@ def _run_native_command(command: List[str]) -> None:
             f"the Native API command's script {script!r} is not in the model directory"
         )
     sys.argv = list(command)
+    from determined import _numpy_compat
     from determined.tensorflow import _tf1_compat
 
     _tf1_compat.install_when_imported()  # TensorFlow 1.x idioms of the script, if it imports TensorFlow
+    _numpy_compat.install()  # NumPy's removed aliases (np.int, ...)
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:

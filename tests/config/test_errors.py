@@ -32,7 +32,7 @@ def test_every_problem_is_listed_at_once():
     ]
     assert problems[0].startswith("serancher: unknown field (did you mean 'searcher'?); allowed fields: description,")
     assert "resources.max_slot: unknown field (did you mean 'max_slots'?)" in problems[4]
-    assert problems[5] == "resources.slots_per_trial: got 'two' (a string); a positive int"
+    assert problems[5] == "resources.slots_per_trial: got 'two' (a string); an int >= 0"
     assert problems[1] == "checkpoint_policy: got 'sometimes' (a string); one of best, all, none"
     text = str(info.value)
     assert text.splitlines()[0] == "invalid experiment config (9 problems):"

@@ -87,3 +87,35 @@ def test_native_context_train_and_evaluate_in_its_context_dir(
     with pytest.raises(errors.DeterminedError, match="init\\(\\) returns"):
         estimator.EstimatorNativeContext(context.core, context.get_experiment_config(), {}, 0).train_and_evaluate(
             None, None, None)
+
+
+class TF1NamesTrial(_estimator_trials.CustomTrial):
+    """A model_fn of TF 1.15 that takes TF 1.x names from `tf` itself (tf.train.exponential_decay, ...)."""
+
+    def build_estimator(self) -> tf.estimator.Estimator:
+        context = self.context
+        lr = context.get_hparam("learning_rate")
+
+        def model_fn(features: Dict[str, tf.Tensor], labels: tf.Tensor, mode: str) -> tf.estimator.EstimatorSpec:
+            logits = tf.layers.dense(tf.layers.dense(features["x"], 8, activation=tf.nn.relu),
+                                     _estimator_trials.N_CLASSES)
+            if mode == tf.estimator.ModeKeys.PREDICT:
+                return tf.estimator.EstimatorSpec(mode, predictions={"probabilities": tf.nn.softmax(logits)})
+            loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)  # tf.losses: Keras's in TF 2
+            if mode == tf.estimator.ModeKeys.TRAIN:
+                decayed = tf.train.exponential_decay(lr, tf.train.get_or_create_global_step(), 100, 0.9)
+                optimizer = context.wrap_optimizer(tf.train.GradientDescentOptimizer(decayed))
+                train_op = optimizer.minimize(loss, global_step=tf.train.get_global_step())
+                return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+            accuracy = tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, axis=1))  # tf.metrics: Keras's
+            return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops={"accuracy": accuracy})
+
+        return tf.estimator.Estimator(model_fn=model_fn)
+
+
+def test_model_fn_with_tf1_names_of_the_tf_namespace_trains(tmp_path: pathlib.Path) -> None:
+    context = run(TF1NamesTrial, tmp_path, [20, 40])
+    losses = [r["metrics"]["loss"] for r in context.train.training_history]
+    assert losses[-1] < losses[0], losses
+    assert tf.train.Optimizer is tf.compat.v1.train.Optimizer  # TF 1.x names, filled where TF 2 has none
+    assert tf.train.Checkpoint is not tf.compat.v1.train.Checkpoint  # a name both have keeps TF 2's meaning

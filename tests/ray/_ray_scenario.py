@@ -249,7 +249,7 @@ def spread(root: pathlib.Path, out: Dict[str, Any]) -> None:
     t = time.monotonic()
     start_master(root / "data")
     out["seconds"]["master"] = time.monotonic() - t
-    out["master_log_head"] = (root / "master.log").read_text()[:3000]
+    out["master_log_head"] = (root / "master.log").read_text()[:12000]  # the start-up lines follow the migrations' notes
     out["slots"] = cluster_slots()
 
     # e: submissions that cannot work on this cluster
