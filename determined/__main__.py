@@ -1,5 +1,3 @@
-import sys
+from determined.cli.main import entry
 
-from determined.cli.main import main
-
-sys.exit(main())
+entry()

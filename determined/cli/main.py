@@ -105,5 +105,12 @@ def _run(args: argparse.Namespace) -> int:
     return int(code or 0)
 
 
+def entry() -> None:
+    """The `det` script: `main()`, then the end of the process without the interpreter's teardown."""
+    from determined.common._exit import exit_process
+
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

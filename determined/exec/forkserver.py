@@ -45,7 +45,7 @@ FRAMEWORK_IMPORTS: Dict[str, Tuple[str, ...]] = {
 # Variables a process reads when its interpreter starts or a framework is imported (thread pools, allocators,
 # library paths, the frameworks' own settings): a trial whose values differ from the server's starts cold.
 IMPORT_TIME_PREFIXES: Tuple[str, ...] = (
-    "PYTHON", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "GOTO_", "BLIS_", "VECLIB_", "NUMEXPR_", "TORCH_",
+    "PYTHON", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "GOTO_", "BLIS_", "VECLIB_", "NUMEXPR_", "TORCH",
     "PYTORCH_", "TF_", "XLA_", "CUDA_", "MALLOC_", "GLIBC_", "KERAS_", "LC_", "LANG",
 )
 # Set for each trial and read only later (CUDA_VISIBLE_DEVICES: when CUDA is initialised, after the fork).
@@ -302,6 +302,23 @@ def _import_framework(framework: str) -> None:
 
         if torch.cuda.is_initialized():
             raise RuntimeError("CUDA was initialised while importing torch; a fork server must not fork it")
+        _warm_torch(torch)
+
+
+def _warm_torch(torch: Any) -> None:
+    """Pay, once in the server, what torch imports only on first use and nearly every trial uses: building any
+    optimizer imports its compiler stack (`torch._dynamo`, about a second). It computes nothing (no thread pool
+    starts), draws no random numbers and leaves CUDA alone."""
+    before = dict(os.environ)
+    try:
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    except Exception:  # noqa: BLE001 -- a torch without it: the trial pays the import itself, as a cold one would
+        logger.debug("optimizer warm-up failed", exc_info=True)
+    # What those imports put in os.environ (TORCHINDUCTOR_CACHE_DIR) is not passed on to trials: a cold trial has it
+    # only once it builds an optimizer, and torch sets it again whenever it uses it.
+    for name in [n for n in os.environ if n not in before]:
+        del os.environ[name]
+    os.environ.update({k: v for k, v in before.items() if os.environ.get(k) != v})
 
 
 def _cuda_initialised(framework: str) -> bool:
@@ -463,6 +480,14 @@ def _run_child(framework: str, assignment: Dict[str, Any]) -> int:
     for k in removed:
         if trial_env.get(k) == _STARTED_ENV.get(k):
             os.environ.pop(k, None)
+    if os.environ.get("XPROF"):
+        import cProfile, time
+        t0 = time.time()
+        pr = cProfile.Profile(); pr.enable()
+        try:
+            return harness.main()
+        finally:
+            pr.disable(); pr.dump_stats(os.environ["XPROF"]); print("XPROF total", time.time() - t0, file=sys.stderr)
     return harness.main()
 
 
@@ -471,4 +496,6 @@ def harness_command() -> List[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from determined.common._exit import exit_process
+
+    exit_process(main())

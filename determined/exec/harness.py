@@ -231,4 +231,6 @@ def main(client: Optional[httpx.Client] = None, argv: Optional[List[str]] = None
 
 
 if __name__ == "__main__":
-    sys.exit(main(argv=sys.argv[1:]))
+    from determined.common._exit import exit_process
+
+    exit_process(main(argv=sys.argv[1:]))

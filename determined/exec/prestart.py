@@ -238,4 +238,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from determined.common._exit import exit_process
+
+    exit_process(main())

@@ -3,7 +3,7 @@ the trials with their status), the trials table, and the final summary."""
 import collections
 import sys
 import time
-from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from determined.common.formats import duration_between, escape_control, fmt_duration, fmt_number
 from determined.common.table import HPARAM, KEY, NUMBER, Column, render, terminal_width
@@ -162,8 +162,11 @@ def live_lines(desc: Dict[str, Any], rates: Rates, width: int) -> List[str]:
     return fit_parts(header(exp, rates), width) + trials_lines(exp, trials, width, explain=False)
 
 
-def follow(session: Any, experiment_id: int, console: Optional[Any] = None, interval: float = 0.5) -> Dict[str, Any]:
-    """Show live progress until the experiment reaches a terminal state or is paused; returns the final describe."""
+def follow(session: Any, experiment_id: int, console: Optional[Any] = None, interval: float = 0.5,
+           wait: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
+    """Show live progress until the experiment reaches a terminal state or is paused; returns the final describe.
+    `wait(interval)` sleeps between two looks (by default `time.sleep`; a process that runs the master wakes as
+    soon as an experiment's state changes)."""
     from rich.live import Live
     from rich.text import Text
 
@@ -177,7 +180,7 @@ def follow(session: Any, experiment_id: int, console: Optional[Any] = None, inte
             live.update(Text("\n".join(live_lines(desc, rates, console.width)), no_wrap=True, overflow="crop"))
             if exp["state"] in TERMINAL_STATES or exp["state"] == "PAUSED":
                 break
-            time.sleep(interval)
+            (wait or time.sleep)(interval)
             desc = session.get(f"/experiments/{experiment_id}")
     return desc
 

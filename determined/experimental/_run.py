@@ -105,7 +105,8 @@ def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_p
                     console.print(f"The master running experiment {experiment_id} stopped; it runs here from now on")
                     continue
             else:
-                desc = _follow_with_pause(fg.session, experiment_id, console, show_progress, follow_first_trial)
+                desc = _follow_with_pause(fg.session, experiment_id, console, show_progress, follow_first_trial,
+                                          wait=_state_change_waiter(fg.master.master))
                 _finish_others(fg, experiment_id, console)
             return _finish(fg.session, desc, console, show_progress)
 
@@ -152,15 +153,28 @@ def _stop_master(master: Any, console: Console) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
+def _state_change_waiter(master: Any) -> Callable[[float], None]:
+    """A sleep that ends early when an experiment's state changes on `master` (run by this process): the command
+    sees its experiment end at once, not up to a polling interval later."""
+    seen = master.experiment_changes()
+
+    def wait(timeout: float) -> None:
+        nonlocal seen
+        seen = master.wait_for_experiments(seen, timeout)
+
+    return wait
+
+
 def _follow_with_pause(session: Session, experiment_id: int, console: Console, show_progress: bool,
-                       follow_first_trial: bool = False) -> Dict[str, Any]:
+                       follow_first_trial: bool = False,
+                       wait: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
     try:
         if follow_first_trial:
             _print_first_trial_logs(session, experiment_id, console)
-            return _wait(session, experiment_id)
+            return _wait(session, experiment_id, wait=wait)
         if show_progress:
-            return _follow.follow(session, experiment_id, console)
-        return _wait(session, experiment_id)
+            return _follow.follow(session, experiment_id, console, wait=wait)
+        return _wait(session, experiment_id, wait=wait)
     except KeyboardInterrupt:
         return _pause(session, experiment_id, console)
 
@@ -207,14 +221,13 @@ def _print(console: Console, text: str) -> None:
         pass
 
 
-def _wait(session: Session, experiment_id: int, interval: float = 0.5) -> Dict[str, Any]:
-    import time
-
+def _wait(session: Session, experiment_id: int, interval: float = 0.5,
+          wait: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
     while True:
         desc = session.get(f"/experiments/{experiment_id}")
         if desc["experiment"]["state"] in _follow.TERMINAL_STATES or desc["experiment"]["state"] == "PAUSED":
             return desc
-        time.sleep(interval)
+        (wait or time.sleep)(interval)
 
 
 def _finish(session: Session, desc: Dict[str, Any], console: Console, show_progress: bool) -> Dict[str, Any]:

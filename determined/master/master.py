@@ -10,9 +10,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
+from sqlalchemy import event as sqlalchemy_event
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, object_session, sessionmaker
 
 from determined import errors
 from determined.common.framework_scan import TrialImports, scan_archive
@@ -28,6 +29,18 @@ from determined.master.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
 from determined.master.rm.base import ResourceManager, ResourceManagerFactory, describe_run
 from determined.master.rm.trial_env import TrialUser
+
+# Set in a write transaction's session when it changed an experiment's state (see `_note_experiment_state`).
+_EXPERIMENT_STATE_CHANGED = "experiment_state_changed"
+
+
+@sqlalchemy_event.listens_for(Experiment.state, "set")
+def _note_experiment_state(target: Experiment, value: Any, old: Any, initiator: Any) -> None:
+    if value != old:
+        session = object_session(target)
+        if session is not None:
+            session.info[_EXPERIMENT_STATE_CHANGED] = True
+
 
 logger = logging.getLogger("determined.master")
 
@@ -198,6 +211,8 @@ class Master:
                                                inherit_environment=storage_roots is None and trial_user is None,
                                                line_bytes=self.log_writer.limits.line_bytes)
         self._wake = threading.Event()
+        self._experiments_changed = threading.Condition()
+        self._experiment_changes = 0
         self._progress_refreshed = 0.0
         self._stop_requested = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -222,9 +237,25 @@ class Master:
                     trial_notes.discard(s)
                     raise
                 notes, ended = trial_notes.take(s)
+                state_changed = s.info.pop(_EXPERIMENT_STATE_CHANGED, False)
         self._log_notes(notes, ended)
+        if state_changed:
+            with self._experiments_changed:
+                self._experiment_changes += 1
+                self._experiments_changed.notify_all()
         if wake and threading.current_thread() is not self._thread:
             self.wake()
+
+    def experiment_changes(self) -> int:
+        """A count of the committed transactions that changed an experiment's state (for `wait_for_experiments`)."""
+        return self._experiment_changes
+
+    def wait_for_experiments(self, seen: int, timeout: float) -> int:
+        """Wait up to `timeout` s until an experiment's state changes after the count `seen`; the count now. A
+        process that runs the master follows its experiment with this instead of polling at a fixed interval."""
+        with self._experiments_changed:
+            self._experiments_changed.wait_for(lambda: self._experiment_changes != seen, timeout)
+            return self._experiment_changes
 
     def _log_notes(self, notes: List[trial_notes.Note], ended: List[int]) -> None:
         """Write the committed transaction's trial notes, and why each trial that ended did, into trial logs."""

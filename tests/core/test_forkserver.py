@@ -25,7 +25,9 @@ PROBE_MODEL = '''
 import sys
 
 WARM = "torch" in sys.modules  # imported by the fork server, or not yet (a cold process)
+DYNAMO = "torch._dynamo" in sys.modules  # what the first optimizer imports: the server paid it in advance
 
+import atexit
 import json
 import logging
 import os
@@ -36,6 +38,9 @@ import threadpoolctl  # sets a KMP_* default in os.environ when imported, as som
 import torch
 
 import determined as det
+
+
+_LEFT_OPEN = []
 
 
 class ProbeController(det.TrialController):
@@ -51,6 +56,13 @@ class ProbeController(det.TrialController):
         }
         print("probe " + json.dumps(probe, sort_keys=True).replace(cwd, "<cwd>"), flush=True)
         print("probe ppid %d warm %s" % (os.getppid(), WARM), flush=True)
+        print("probe lazy imports paid %s" % DYNAMO, flush=True)
+        exit_dir = os.environ.get("PROBE_EXIT_DIR")
+        if exit_dir:  # what a process leaves to its exit: an unclosed file, an atexit handler
+            tag = "warm" if WARM else "cold"
+            _LEFT_OPEN.append(open(os.path.join(exit_dir, tag + "-unclosed.txt"), "w"))
+            _LEFT_OPEN[-1].write("flushed at exit")
+            atexit.register(lambda: open(os.path.join(exit_dir, tag + "-atexit.txt"), "w").write("ran"))
         logging.getLogger("probe").info("the probe logs through the harness's logging")
         print("to stderr", file=sys.stderr, flush=True)
         for op in self.core.searcher.operations():
@@ -128,6 +140,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     mp = pytest.MonkeyPatch()
     mp.setenv("DET_DATA_DIR", str(tmp / "data"))
     mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    (tmp / "exits").mkdir()
+    mp.setenv("PROBE_EXIT_DIR", str(tmp / "exits"))
     s = Setup(tmp)
     try:
         yield s
@@ -140,7 +154,7 @@ def _normalised(logs: List[Tuple[int, str, str]]) -> List[Tuple[str, str]]:
     """The run's output without timestamps and the per-process numbers (pids, rates)."""
     lines = []
     for _, stream, line in logs:
-        if line.startswith("probe ppid"):
+        if line.startswith("probe ppid") or line.startswith("probe lazy"):
             continue
         line = re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", "", line)
         line = re.sub(r"trial-3-[A-Za-z0-9_]+", "trial-3-<tmp>", line)
@@ -163,6 +177,7 @@ def test_a_warm_trial_runs_exactly_like_a_cold_one(setup: Setup, caplog: pytest.
     assert "forked" not in _started_how(caplog) and "prestarted" not in _started_how(caplog)
 
     assert f"probe ppid {os.getpid()} warm False" in [line for _, _, line in setup.logs]
+    assert "probe lazy imports paid False" in [line for _, _, line in setup.logs]
     warm = setup.launch("torch", preload=("numpy", "threadpoolctl"))
     assert setup.finish() == 0
     warm_logs = list(setup.logs)
@@ -170,6 +185,12 @@ def test_a_warm_trial_runs_exactly_like_a_cold_one(setup: Setup, caplog: pytest.
     server = setup.rm._servers["torch"]
     # it really was forked, and not re-executed: torch was there before the model's module imported it
     assert f"probe ppid {server.popen.pid} warm True" in [line for _, _, line in warm_logs]
+    assert "probe lazy imports paid True" in [line for _, _, line in warm_logs]
+    # both ended as a process ends (the warm one without the interpreter's teardown): files flushed, atexit run
+    exits = pathlib.Path(os.environ["PROBE_EXIT_DIR"])
+    for tag in ("cold", "warm"):
+        assert (exits / f"{tag}-unclosed.txt").read_text() == "flushed at exit"
+        assert (exits / f"{tag}-atexit.txt").read_text() == "ran"
     assert warm.popen.pid != server.popen.pid and cold.popen.pid != warm.popen.pid
     # Same environment, cwd, user and groups, seeds (Python, numpy, torch), threads, session, stdio and logs.
     probes = [json.loads(next(line for _, line in logs if line.startswith("probe {"))[len("probe "):])
