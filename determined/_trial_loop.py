@@ -8,6 +8,8 @@ experiment config (`scheduling_unit`, `min_validation_period`, `min_checkpoint_p
 """
 import abc
 import logging
+import sys
+import time
 from typing import Any, Dict, Iterable, Iterator, Optional, Type
 
 from determined import core, errors
@@ -31,6 +33,16 @@ class Period(abc.ABC):
     @abc.abstractmethod
     def fires(self, batches: int) -> bool:
         """Whether it happens once `batches` batches are trained."""
+
+    def next_firing(self, batches: int) -> Optional[int]:
+        """The smallest count above `batches` at which it fires (`NEVER` if none); None when it cannot tell."""
+        return None
+
+
+# A count of batches no loop reaches: what `Period.next_firing` returns for a period that never fires again.
+NEVER = sys.maxsize
+# While nothing is due, the loop looks for a preemption or a stop request at least this often (seconds).
+QUIET_LOOK_S = 0.5
 
 
 class Schedule:
@@ -204,6 +216,28 @@ class TrialLoop(TrialController):
         period = self._min_checkpoint_period
         return period > 0 and self.steps_completed - self._last_checkpoint >= period
 
+    def _quiet_until(self, op: core.SearcherOperation) -> int:
+        """The first count of batches at which `_after_batch` may have more to do than look for a stop: the end of
+        `op`, the next report, validation or checkpoint. With several ranks every batch (they agree on stops after
+        each one), and where a period cannot tell when it fires next."""
+        steps = self.steps_completed
+        if self.context.distributed.size > 1:
+            return steps + 1
+        until = op._batches
+        if self._schedule is not None:
+            for period in (self._schedule.reporting, self._schedule.validation, self._schedule.checkpoint):
+                nxt = period.next_firing(steps) if period is not None else NEVER
+                if nxt is None:
+                    return steps + 1
+                until = min(until, nxt)
+            return max(until, steps + 1)
+        until = min(until, steps + self._scheduling_unit - self._unreported_batches())
+        if self._min_validation_period > 0:
+            until = min(until, (self._last_validation or 0) + self._min_validation_period)
+        if self._min_checkpoint_period > 0:
+            until = min(until, self._last_checkpoint + self._min_checkpoint_period)
+        return max(until, steps + 1)
+
     def _validate_and_maybe_checkpoint(self) -> None:
         self._validate()
         if self.steps_completed <= self._last_checkpoint:
@@ -268,12 +302,24 @@ class BatchLoop(TrialLoop):
         return True
 
     def _run_operation(self, op: core.SearcherOperation) -> bool:
-        """Work through one searcher operation; False when the trial must stop."""
+        """Work through one searcher operation; False when the trial must stop.
+
+        Between two batches at which something is due (a report, a validation, a checkpoint, the end of the
+        operation) the loop only looks whether the trial asked to stop or knows it is preempted, and asks the
+        master every QUIET_LOOK_S seconds: the per-batch cost of the platform stays a few attribute reads."""
         self._maybe_validate_initially()
+        context, preempt = self.context, self.core.preempt
+        quiet_until = self.steps_completed + 1
+        look_at = time.monotonic() + QUIET_LOOK_S
         while self.steps_completed < op._batches:
             self._train_one_batch()
+            if (self.steps_completed < quiet_until and not context._stop_requested and not preempt._known()
+                    and time.monotonic() < look_at):
+                continue
             if not self._after_batch(op):
                 return False
+            quiet_until = self._quiet_until(op)
+            look_at = time.monotonic() + QUIET_LOOK_S
         self._complete(op)
         if self._stop_requested_anywhere():
             return self._stop()

@@ -58,7 +58,6 @@ def _template_config(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
 def create(args: argparse.Namespace) -> int:
     from determined.cli import workspace
     from determined.config.overrides import apply_overrides, merge_template
-    from determined.experimental import _connect, _native, _run
 
     for option in ("config", "template", "project_id", "project"):  # callers that build their own Namespace
         if not hasattr(args, option):
@@ -66,6 +65,9 @@ def create(args: argparse.Namespace) -> int:
     args.follow_first_trial = getattr(args, "follow_first_trial", False)
     _apply_cpu_slots(args)
     raw = workspace.project_target(args, apply_overrides(_load_raw(args.config_file), args.config or []))
+    _prewarm_early(args, raw)
+    from determined.experimental import _connect, _native, _run
+
     template = _template_config(args)
     _print_notes(merge_template(raw, template) if template is not None else raw)
     if template is not None and args.test_mode:
@@ -95,6 +97,18 @@ def create(args: argparse.Namespace) -> int:
         if model_dir != args.model_def:
             shutil.rmtree(model_dir, ignore_errors=True)
     return _run.exit_code_for(desc) if not args.detach else 0
+
+
+def _prewarm_early(args: argparse.Namespace, raw: Dict[str, Any]) -> None:
+    """When the experiment will run on the embedded master: start its framework's fork server before this command
+    imports the client and the master (determined/experimental/_prewarm.py); `run_experiment` adopts it."""
+    from determined.experimental import _connect, _prewarm
+
+    runs_here = not args.paused and not (args.local and args.test_mode) and not getattr(args, "include", None)
+    if not runs_here or (not args.local and _connect.configured_master(args.master)):
+        return
+    if args.model_def and os.path.isdir(args.model_def) and isinstance(raw, dict):
+        _prewarm.prewarm(raw, args.model_def)
 
 
 def _context_dir(model_def: Optional[str], includes: Optional[List[str]]) -> str:

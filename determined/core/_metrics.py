@@ -31,6 +31,11 @@ def _scalar(value: Any) -> Any:
 
 def clean_value(value: Any) -> Any:
     """A JSON-serialisable version of one metric value: NaN and infinities become None."""
+    kind = type(value)
+    if kind is float:  # what most metrics are by now: no further look
+        return value if math.isfinite(value) else None
+    if kind is int or kind is str:
+        return value
     value = _scalar(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None

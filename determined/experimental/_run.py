@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 from determined import common, config as det_config, errors
 from determined.common import context as det_context
 from determined.common.api import Session
-from determined.experimental import _connect, _follow
+from determined.experimental import _connect, _follow, _prewarm
 
 Console = Any  # a rich.console.Console (rich is imported when a display starts)
 PAUSE_WAIT_S = 120.0  # how long a Ctrl-C waits for the running trials to checkpoint
@@ -242,34 +242,6 @@ def _finish(session: Session, desc: Dict[str, Any], console: Console, show_progr
     return desc
 
 
-def _prewarm(raw: Dict[str, Any], model_dir: str) -> None:
-    """On the embedded master: start the fork server of the Trial class's framework now, so that the framework's
-    import (seconds) runs while the master starts; the master's resource manager adopts it when its environment is
-    the one it would start it with (determined/exec/forkserver.py)."""
-    from determined.common.framework_scan import scan_directory
-    from determined.master.rm.local import PRESTART_ENV, WARM_ENV
-
-    off = any(os.environ.get(name, "").strip() == "0" for name in (PRESTART_ENV, WARM_ENV))
-    if off or ((raw.get("internal") or {}).get("native") or {}):
-        return
-    imports = scan_directory(model_dir, raw.get("entrypoint"))
-    if imports is None:
-        return
-    from determined.exec import forkserver
-    from determined.master.rm.local import warm_environment
-    from determined.master.rm.slots import detect_slots
-    from determined.master.rm.trial_env import inherited_environment
-
-    try:
-        env = warm_environment(inherited_environment(os.environ), detect_slots())
-        # its imports then run beside the master's start; the model's other imports too, unless the experiment
-        # sets variables of its own (they would not be set yet)
-        preload = () if (raw.get("environment") or {}).get("environment_variables") else imports.modules
-        forkserver.prewarm(imports.framework, str(common.data_dir() / "work"), env, preload)
-    except (OSError, ValueError):  # the master reports a bad DET_CPU_SLOTS or data dir itself
-        pass
-
-
 def run_experiment(
     raw: Dict[str, Any],
     model_dir: str,
@@ -292,7 +264,7 @@ def run_experiment(
     console = console or _follow.make_console()
     url = None if local else _connect.configured_master(master)
     if not url:
-        _prewarm(raw, model_dir)
+        _prewarm.prewarm(raw, model_dir)
     body = prepare_submission(raw, model_dir, template, template_config)
     if url:
         session = Session(url)

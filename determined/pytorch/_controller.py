@@ -112,6 +112,7 @@ class PyTorchTrialController(BatchLoop):
     def __init__(self, trial_class: Type[Any], context: PyTorchTrialContext, trial: Any = None) -> None:
         """`trial`: the user's trial, already built with `context` (the Trainer API); else it is built here."""
         super().__init__(trial_class, context)
+        self._has_ddp: Optional[bool] = None  # whether a model is wrapped in DDP (known at the first batch)
         name = trial_class.__name__
         self._evaluate_method = _trial.check_evaluate_methods(trial_class)
         self._old_api = _trial.uses_old_api(trial_class)
@@ -279,8 +280,14 @@ class PyTorchTrialController(BatchLoop):
         batch = self._next_batch()
         if context.experimental._auto_to_device:
             batch = to_device(batch, context.device)
-        context._apex_loss_ids = {}
-        with _distributed.gradient_sync(context.models, context.is_update_batch()):
+        if context._use_apex:
+            context._apex_loss_ids = {}
+        if self._has_ddp is None:  # the models are wrapped in the trial's __init__, before the first batch
+            self._has_ddp = any(isinstance(m, _distributed.DistributedDataParallel) for m in context.models)
+        if self._has_ddp and not context.is_update_batch():
+            with _distributed.gradient_sync(context.models, False):  # aggregating: no exchange of gradients
+                metrics = self._call_train_batch(batch, epoch_idx, batch_idx)
+        else:
             metrics = self._call_train_batch(batch, epoch_idx, batch_idx)
         if context.experimental._auto_amp and context.is_update_batch():
             context._scaler.update()

@@ -14,6 +14,9 @@ def to_device(data: Any, device: torch.device, non_blocking: bool = True) -> Any
         if data.device == device:
             return data
         return data.to(device, non_blocking=non_blocking)
+    kind = type(data)
+    if (kind is tuple or kind is list) and all(type(v) is torch.Tensor and v.device == device for v in data):
+        return data  # the usual batch, already there: nothing to move or rebuild
     if isinstance(data, np.ndarray):
         return torch.from_numpy(data).to(device, non_blocking=non_blocking)
     if isinstance(data, dict):

@@ -18,7 +18,7 @@ import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 from determined import core
-from determined._trial_loop import Period, Schedule
+from determined._trial_loop import NEVER, Period, Schedule
 from determined._execution import _seed_python_and_numpy
 from determined.config import searcher_drives_trials
 from determined.pytorch._context import PyTorchTrialContext
@@ -102,6 +102,20 @@ class _UnitPeriod(Period):
                 return False
             return self.unit.should_stop(batches // self.epoch_len)
         return self.unit.should_stop(batches)
+
+    def next_firing(self, batches: int) -> Optional[int]:
+        scale = 1
+        if isinstance(self.unit, Epoch):
+            if not self.epoch_len:
+                return NEVER
+            scale = self.epoch_len
+        value = self.unit.value
+        if isinstance(value, int):
+            if value < 1:
+                return batches + 1 if scale == 1 else (batches // scale + 1) * scale
+            return (batches // (value * scale) + 1) * value * scale
+        later = [int(v) * scale for v in value if int(v) * scale > batches]
+        return min(later) if later else NEVER
 
 
 class _FitOperation:

@@ -38,6 +38,11 @@ class TrainingMetrics:
     def flush(self) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
         """(averages over the batches, per-batch values) as Python numbers; empties the buffer."""
         batches, self._batches = self._batches, []
+        if batches and all(m.keys() == batches[0].keys() for m in batches):  # every batch the same metrics
+            names = list(batches[0])
+            same = {name: _to_python_values(name, [m[name] for m in batches]) for name in names}
+            rows = [dict(zip(names, values)) for values in zip(*(same[name] for name in names))]
+            return {name: _average(values) for name, values in same.items()}, rows
         names: List[str] = []
         for metrics in batches:
             names.extend(name for name in metrics if name not in names)
@@ -59,6 +64,10 @@ def _to_python_values(name: str, values: List[Any]) -> List[Any]:
     tensors = [v for v in values if isinstance(v, torch.Tensor)]
     if len(tensors) == len(values) and all(t.numel() == 1 for t in tensors):
         # One copy to the host for all batches of the report.
+        first = tensors[0] if tensors else None
+        if first is not None and all(t.dim() == 0 and t.dtype == first.dtype and t.device == first.device
+                                     for t in tensors):
+            return torch.stack(tensors).to(torch.float64).cpu().tolist()  # scalars of one kind: one stack
         return torch.stack([t.reshape(()).to(torch.float64) for t in tensors]).cpu().tolist()
     out = []
     for value in values:

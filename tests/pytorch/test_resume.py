@@ -92,8 +92,10 @@ def test_preemption_checkpoints_and_resumes_exactly(tmp_path: pathlib.Path, monk
         calls["n"] += 1
         return calls["n"] >= 4
 
+    from determined import _trial_loop
     from determined.core import PreemptContext
 
+    monkeypatch.setattr(_trial_loop, "QUIET_LOOK_S", 0.0)  # look for a preemption after every batch
     monkeypatch.setattr(PreemptContext, "should_preempt", preempt_after_four)
     monkeypatch.setattr(PreemptContext, "_chief_should_preempt", lambda self: False)
     preempted = run_trial(_trials.DropoutTrial, tmp_path / "split", [9])
