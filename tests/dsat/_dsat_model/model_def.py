@@ -1,6 +1,7 @@
 """A DeepSpeedTrial of a tiny MLP on generated data, written as Determined 0.26's DeepSpeed Autotune example is:
-its DeepSpeed config comes from `dsat.get_ds_config_from_hparams`. Hyperparameter `oom_above`: a micro batch larger
-than that fails as a GPU out of memory does (a RuntimeError), to test how the search handles failing configs."""
+its DeepSpeed config comes from `dsat.get_ds_config_from_hparams`. Hyperparameters `oom_above` (a micro batch larger
+than that) and `oom_stage` (that ZeRO stage) fail as a GPU out of memory does (a RuntimeError), to test how the
+search handles failing configs."""
 from typing import Any, Dict
 
 import deepspeed
@@ -37,8 +38,9 @@ class TinyTrial(DeepSpeedTrial):
 
     def train_batch(self, iter_dataloader: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
         x, y = self.context.to_device(next(iter_dataloader))
-        if x.shape[0] > self.hparams.get("oom_above", 10**9):
-            raise RuntimeError(f"CUDA out of memory (simulated: micro batch {x.shape[0]})")
+        stage = self.engine.zero_optimization_stage()
+        if x.shape[0] > self.hparams.get("oom_above", 10**9) or stage == self.hparams.get("oom_stage"):
+            raise RuntimeError(f"CUDA out of memory (simulated: micro batch {x.shape[0]}, ZeRO stage {stage})")
         loss = nn.functional.cross_entropy(self.engine(x), y)
         self.engine.backward(loss)
         self.engine.step()
