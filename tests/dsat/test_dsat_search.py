@@ -267,3 +267,28 @@ def test_user_code_helpers(tmp_path: pathlib.Path) -> None:
         "reduce_bucket_size", "allgather_bucket_size", "overlap_comm", "reduce_scatter", "contiguous_gradients",
         "allgather_partitions"}
     assert _utils.get_zero_stage_search_space(0) == {}
+
+
+def test_a_custom_search_takes_a_json_searcher_metric_and_others_a_number() -> None:
+    from determined import core, errors
+    from determined.core._searcher import SearcherContext
+
+    def op(searcher_name: str) -> Any:
+        ctx = SearcherContext(None, 1, core.DistributedContext(rank=0, size=1), None, local_lengths=[3],  # type: ignore
+                              config={"searcher": {"name": searcher_name, "metric": "throughput"}})
+        return ctx, core.SearcherOperation(ctx, 3)
+
+    ctx, custom = op("custom")
+    custom.report_completed({"throughput": np_float(2.5), "rank": 0})
+    assert ctx.completed_operations == [{"length": 3, "metric": {"throughput": 2.5, "rank": 0}}]
+    ctx, single = op("single")
+    with pytest.raises(errors.DeterminedError, match="only a custom search takes a JSON value"):
+        single.report_completed({"throughput": 2.5})
+    single.report_completed(1.5)
+    assert ctx.completed_operations == [{"length": 3, "metric": 1.5}]
+
+
+def np_float(value: float) -> Any:
+    import numpy
+
+    return numpy.float32(value)
