@@ -25,7 +25,8 @@ def get_base_parser() -> argparse.ArgumentParser:
                    help="Space-separated list of zero stages to search over")
     p.add_argument("--start-profile-step", type=int, default=D["start-profile-step"],
                    help="Step on which to start profiling")
-    p.add_argument("--end-profile-step", type=int, default=D["end-profile-step"], help="Step on which to stop profiling")
+    p.add_argument("--end-profile-step", type=int, default=D["end-profile-step"],
+                   help="Step on which to stop profiling")
     p.add_argument("-r", "--random-seed", type=int, default=D["random-seed"], help="Sets all random seeds")
     p.add_argument("--search-runner-config", type=str,
                    help="Path to an alternative search runner configuration file (accepted for Determined's "
@@ -54,7 +55,8 @@ def get_full_parser() -> argparse.ArgumentParser:
     binary_p = sub.add_parser("binary", parents=[base], formatter_class=fmt)
     binary_p.add_argument("--search-range-factor", type=float, default=D["search-range-factor"], help=range_help)
     asha_p = sub.add_parser("asha", parents=[base], formatter_class=fmt)
-    asha_p.add_argument("--max-rungs", type=int, default=D["max-rungs"], help="Maximum rungs to use in the ASHA algorithm")
+    asha_p.add_argument("--max-rungs", type=int, default=D["max-rungs"],
+                        help="Maximum rungs to use in the ASHA algorithm")
     asha_p.add_argument("--min-binary-search-trials", type=int, default=D["min-binary-search-trials"],
                         help="Minimum number of binary search trials to run per random configuration")
     asha_p.add_argument("--asha-early-stopping", type=int, default=D["asha-early-stopping"],

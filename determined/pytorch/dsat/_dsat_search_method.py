@@ -303,7 +303,8 @@ class DSATTrialTracker:
         return self._approx_max_mbs_per_stage
 
     def _best_trial_fn(self, trials: Iterable[DSATTrial]) -> Optional[DSATTrial]:
-        scored = [t for t in trials if not isinstance(t, DSATModelProfileInfoTrial) and t.searcher_metric_val is not None]
+        scored = [t for t in trials
+                  if not isinstance(t, DSATModelProfileInfoTrial) and t.searcher_metric_val is not None]
         if not scored:
             return None
         pick = min if self.smaller_is_better else max
@@ -410,7 +411,8 @@ class BaseDSATSearchMethod(SearchMethod):
         trial = self.trial_tracker[request_id]
         self.trial_tracker.update_trial_metric(trial, metric)
         if isinstance(trial, DSATModelProfileInfoTrial):
-            logger.info("approximate largest micro batch per ZeRO stage: %s", self.trial_tracker.approx_max_mbs_per_stage)
+            logger.info("approximate largest micro batch per ZeRO stage: %s",
+                        self.trial_tracker.approx_max_mbs_per_stage)
             logger.info("approximate memory per slot per ZeRO stage: %s", self.trial_tracker.mem_per_gpu_per_stage)
             logger.info("memory of a slot: %s", self.trial_tracker.gpu_mem)
         if not self.trial_tracker.max_trials_queued and not self.should_shutdown():
@@ -450,18 +452,23 @@ class BaseDSATSearchMethod(SearchMethod):
         return min(1.0, len(searcher_state.trials_closed) / max(1, self.trial_tracker.max_trials))
 
     def should_shutdown(self) -> bool:
+        """Whether the search is over (the reason is logged once)."""
+        reason = self._shutdown_reason()
+        if reason is not None and reason != getattr(self, "_logged_reason", None):
+            logger.info("Shutting down: %s", reason)
+            self._logged_reason = reason
+        return reason is not None
+
+    def _shutdown_reason(self) -> Optional[str]:
         profile = self.trial_tracker.model_profile_info_trial
         if profile is not None and profile.error:
-            logger.info("Shutting down: the model profiling trial failed. The config must run with "
-                        "train_micro_batch_size_per_gpu = 1.")
-            return True
+            return ("the model profiling trial failed (see its logs); the config must run with "
+                    "train_micro_batch_size_per_gpu = 1")
         if self.early_stopping_triggered():
-            logger.info("Shutting down: early stopping criteria met")
-            return True
+            return "early stopping criteria met"
         if self.trial_tracker.num_completed_trials >= self.trial_tracker.max_trials:
-            logger.info("Shutting down: all trials completed")
-            return True
-        return False
+            return "all trials completed"
+        return None
 
     # -- the best config -----------------------------------------------------------------------------
 

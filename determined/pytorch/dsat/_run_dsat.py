@@ -149,7 +149,8 @@ def run_autotuning(args: argparse.Namespace) -> int:
     completed = [t for _, t in tracker if t.completed]
     print(f"Experiment {experiment_id}: {len(completed)} trials ({sum(t.error for t in completed)} failed)", flush=True)
     if best is None:
-        print("DeepSpeed Autotune found no config that runs (see the trials' logs: det trial logs ID)", flush=True)
+        print(f"DeepSpeed Autotune found no config that runs: `det experiment describe {experiment_id}` lists the "
+              "trials, `det trial logs ID` shows why each failed", flush=True)
         return 1
     best_config = runner.search_method.best_ds_config()  # type: ignore[attr-defined]
     (searcher_dir / BEST_CONFIG_FILE).write_text(json.dumps(best_config, indent=2))
