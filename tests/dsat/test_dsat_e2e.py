@@ -1,7 +1,8 @@
 """`python3 -m determined.pytorch.dsat binary` end to end on the embedded master: a tiny DeepSpeedTrial (written
 as Determined's example is) is profiled, then trials over ZeRO stages 1 and 2 measure their speed with DeepSpeed's
 engine on CPU slots; the stage-2 trials fail as out of memory and their binary search goes on with a smaller micro
-batch; the best config is printed and written, and the experiment completes."""
+batch; the best config is printed and written, and the experiment completes. The same for a Core API script whose
+engine calls run in `dsat_reporting_context`."""
 import json
 import os
 import pathlib
@@ -58,3 +59,22 @@ def test_binary_autotune_of_a_deepspeed_trial_completes(tmp_path: pathlib.Path) 
     written = json.loads((searcher_dir / "best_ds_config.json").read_text())
     assert written["train_micro_batch_size_per_gpu"] == best.mbs and written["zero_optimization"]["stage"] == 1
     assert "autotuning" not in written and written["optimizer"]["params"]["torch_adam"] is True
+
+
+@pytest.mark.slow
+def test_binary_autotune_of_a_core_api_script_completes(tmp_path: pathlib.Path) -> None:
+    config = yaml.safe_load((MODEL / "dsat.yaml").read_text())
+    config["entrypoint"] = "python3 -m determined.launch.deepspeed python3 script.py"
+    config["hyperparameters"] = {"deepspeed_config": "ds_config.json"}
+    (tmp_path / "core.yaml").write_text(yaml.safe_dump(config))
+    out = subprocess.run(
+        [sys.executable, "-m", "determined.pytorch.dsat", "binary", str(tmp_path / "core.yaml"), str(MODEL),
+         "--max-trials", "2", "--zero-stages", "2", "--start-profile-step", "1", "--end-profile-step", "2",
+         "--search-range-factor", "0.01", "--searcher-dir", str(tmp_path / "searcher")],
+        capture_output=True, text=True, timeout=500, env=dict(os.environ, DET_CPU_SLOTS="1"), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    assert "experiment 1 ended: COMPLETED" in out.stderr, out.stderr[-3000:]
+    written = json.loads((tmp_path / "searcher" / "best_ds_config.json").read_text())
+    metrics = json.loads((tmp_path / "searcher" / "best_ds_metrics.json").read_text())
+    assert written["zero_optimization"]["stage"] == 2 and written["train_micro_batch_size_per_gpu"] >= 1
+    assert metrics["FLOPS_per_gpu"] > 0 and metrics["throughput"] > 0
