@@ -10,6 +10,7 @@ Three kinds of `SearcherContext`:
 * without a master: the operations of a given list of lengths (0.38's off-cluster default: one operation of 1).
 """
 import enum
+import json
 import logging
 import math
 import time
@@ -82,22 +83,44 @@ class SearcherOperation:
             self._searcher._report_progress(min(1.0, batches / self._batches))
 
     def report_completed(self, searcher_metric: Any) -> None:
-        """Finish the operation with the value of the searcher metric after validating at `length`."""
+        """Finish the operation with the value of the searcher metric after validating at `length`.
+
+        A custom search (`searcher.name: custom`, Determined 0.23+) takes any JSON value (a dict of metrics, say):
+        its search method gets it as it is."""
         if self._completed:
             raise errors.DeterminedError(f"{self!r} was already reported completed")
-        try:
-            value = float(searcher_metric)
-        except (TypeError, ValueError):
-            raise errors.DeterminedError(
-                f"report_completed needs the searcher metric as a number, got {searcher_metric!r}"
-            ) from None
-        if not math.isfinite(value):
-            raise errors.DeterminedError(
-                f"report_completed got a searcher metric of {value}; the searcher needs a finite number"
-            )
+        value: Any
+        if self._searcher._is_custom() and isinstance(searcher_metric, (dict, list, str)):
+            value = _json_metric(searcher_metric)
+        else:
+            try:
+                value = float(searcher_metric)
+            except (TypeError, ValueError):
+                raise errors.DeterminedError(
+                    f"report_completed needs the searcher metric as a number, got {searcher_metric!r} (only a "
+                    "custom search takes a JSON value)"
+                ) from None
+            if not math.isfinite(value):
+                raise errors.DeterminedError(
+                    f"report_completed got a searcher metric of {value}; the searcher needs a finite number"
+                )
         self._completed = True
         if self._is_chief:
             self._searcher._report_completed(self.length, self._given_batches, value)
+
+
+def _json_metric(value: Any) -> Any:
+    """`value` as JSON would carry it (numpy numbers become floats); an error naming what cannot be sent."""
+    try:
+        return json.loads(json.dumps(value, default=_plain_number, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise errors.DeterminedError(f"report_completed: the searcher metric {value!r} is not JSON ({e})") from None
+
+
+def _plain_number(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 class SearcherContext:
@@ -228,7 +251,10 @@ class SearcherContext:
         self._sent_progress = fraction
         self._session.post(f"/trials/{self._trial_id}/progress", json={"progress": fraction})
 
-    def _report_completed(self, length: int, batches: Optional[int], metric: float) -> None:
+    def _is_custom(self) -> bool:
+        return (self._config.get("searcher") or {}).get("name") == "custom"
+
+    def _report_completed(self, length: int, batches: Optional[int], metric: Any) -> None:
         record = {"length": length, "metric": metric}
         self.completed_operations.append(record)
         if self._session is None:

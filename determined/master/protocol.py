@@ -34,8 +34,10 @@ from determined.master.experiment import (
 )
 from determined.master.problems import RequestProblem, not_found
 from determined.master.reads import check_group
+from determined.searcher._custom import is_custom
 from determined.master.storage_roots import is_checkpoint_uuid
 
+MAX_CUSTOM_METRIC_CHARS = 64 * 1024  # a custom search's JSON searcher metric
 EXIT_REASONS = ("ERRORED", "USER_CANCELED", "INVALID_HP", "USER_REQUESTED_STOP")
 
 
@@ -86,7 +88,8 @@ def next_operation(s: Session, trial: Trial) -> Dict[str, Any]:
 
 def complete_operation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
     length = _int(body, "length")
-    metric = _number(body, "metric")
+    exp = get_experiment(s, trial.experiment_id)
+    metric: Any = _custom_metric(body) if is_custom(exp.config.get("searcher")) else _number(body, "metric")
     pending = pending_operations(s, trial.id)
     if not pending:
         if _already_completed(s, trial.id, length):
@@ -101,7 +104,6 @@ def complete_operation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dic
     op.completed = True
     trial.total_batches = max(trial.total_batches, length)
     trial.end_time = utcnow()  # the end of its training, unless the search method gives it more work
-    exp = get_experiment(s, trial.experiment_id)
     feed_searcher(s, exp, [("validation_completed", {"request_id": trial.request_id, "metric": metric, "length": op.length})])
     return {}
 
@@ -209,6 +211,12 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
         # Determined 0.38: the report is stored as it is; the search method decides what a missing metric means
         # (random and grid ignore it, a time-based ASHA search stops with an error).
         return _report_own_loop_validation(s, exp, trial, steps, metrics, value, smaller)
+    if value is None and is_custom(exp.config["searcher"]):
+        # A custom search reads what the trial's report_completed sends, not the validation (DeepSpeed Autotune's
+        # profiling trial reports the model's size only): the report is stored, and it is no trial's best.
+        _store_validation(s, trial, steps, metrics)
+        _note_validation(s, trial, steps, metrics, False)
+        return {"is_best": False}
     if value is None:
         reported = ", ".join(sorted(map(str, metrics))) or "none"
         raise RequestProblem(400, f"the searcher metric {name!r} is missing from the validation metrics "
@@ -416,6 +424,17 @@ def _number(body: Mapping[str, Any], key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RequestProblem(400, f"{key}: expected a number, got {value!r}")
     return float(value)
+
+
+def _custom_metric(body: Mapping[str, Any]) -> Any:
+    """The searcher metric of a custom search: a number, or any JSON value (its search method reads it)."""
+    value = body.get("metric")
+    if isinstance(value, (dict, list, str)):
+        if len(json.dumps(value)) > MAX_CUSTOM_METRIC_CHARS:
+            raise RequestProblem(400, f"metric: a JSON value of at most {MAX_CUSTOM_METRIC_CHARS} characters, got "
+                                      f"{_shown(value)}")
+        return value
+    return _number(body, "metric")
 
 
 def _shown(value: Any, limit: int = 80) -> str:

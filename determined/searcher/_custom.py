@@ -56,8 +56,9 @@ class CustomSearch(SearchMethod):
     def on_trial_created(self, ctx: SearchContext, request_id: str) -> List[Operation]:
         return self._queue("trialCreated", requestId=request_id)
 
-    def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: float, length: int) -> List[Operation]:
-        return self._queue("validationCompleted", requestId=request_id, metric=float(metric), validateAfterLength=length)
+    def on_validation_completed(self, ctx: SearchContext, request_id: str, metric: Any, length: int) -> List[Operation]:
+        value = metric if isinstance(metric, (dict, list, str)) else float(metric)  # a JSON metric goes as it is
+        return self._queue("validationCompleted", requestId=request_id, metric=value, validateAfterLength=length)
 
     def on_trial_progress(self, ctx: SearchContext, request_id: str, progress: float) -> List[Operation]:
         for pending in self.events:  # one pending progress report per trial: the newest value

@@ -102,8 +102,11 @@ class Searcher:
     def trial_created(self, request_id: str) -> List[Operation]:
         return self.method.on_trial_created(self.context, request_id)
 
-    def validation_completed(self, request_id: str, metric: float, length: int) -> List[Operation]:
-        return self.method.on_validation_completed(self.context, request_id, float(metric), int(length))
+    def validation_completed(self, request_id: str, metric: Any, length: int) -> List[Operation]:
+        """`metric`: a number; a custom search's may be any JSON value, handed to its runner as it is."""
+        if not isinstance(metric, (dict, list, str)):
+            metric = float(metric)
+        return self.method.on_validation_completed(self.context, request_id, metric, int(length))
 
     def validation_reported(self, request_id: str, metrics: Dict[str, Any]) -> List[Operation]:
         return self.method.on_validation_reported(self.context, request_id, dict(metrics))

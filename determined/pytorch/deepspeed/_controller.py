@@ -140,6 +140,42 @@ class DeepSpeedTrialController(PyTorchTrialController):
         if not os.environ.get("DET_MANUAL_INIT_DISTRIBUTED"):
             init_distributed(distributed)
 
+    # -- DeepSpeed Autotune --------------------------------------------------------------------------
+
+    def _run_operations(self) -> bool:
+        """The searcher's operations; a DeepSpeed Autotune trial (hyperparameter `_use_dsat_mode`) runs only until
+        DeepSpeed's engine has measured it (docs/dsat.md)."""
+        if self.context.get_hparams().get("_use_dsat_mode"):
+            return self._run_autotuning()
+        return super()._run_operations()
+
+    def _run_autotuning(self) -> bool:
+        """Train batches until the engine's autotuning exits (it wrote the model's profile or its speed to a JSON
+        file): report that file as the trial's validation metrics and searcher metric, and end when the search
+        closes the trial."""
+        from determined.pytorch.dsat import dsat_reporting_context
+
+        searcher = self.context.get_experiment_config().get("searcher") or {}
+        if searcher.get("name") != "custom":
+            raise errors.InvalidTrialError(
+                "hyperparameter _use_dsat_mode is for the trials of DeepSpeed Autotune (searcher.name: custom, run "
+                "by python3 -m determined.pytorch.dsat); remove it from the config")
+        op = next(iter(self.core.searcher.operations()))
+        try:
+            for _ in range(op._batches):
+                with dsat_reporting_context(self.core, op):
+                    self._train_one_batch()
+        except SystemExit:
+            if not op.completed and self._rank == 0:
+                raise errors.InvalidTrialError(
+                    "the DeepSpeed engine exited without writing its autotuning results (model_info.json or "
+                    "autotuning_metric.json in the working directory)") from None
+            return True
+        raise errors.InvalidTrialError(
+            f"DeepSpeed Autotune: the engine trained {op._batches} batches without stopping for autotuning; build its "
+            "config with det.pytorch.dsat.get_ds_config_from_hparams(context.get_hparams()) (or merge "
+            "hyperparameter overwrite_deepspeed_args into it), which carries the autotuning section")
+
     # -- data ----------------------------------------------------------------------------------------
 
     def _rank_micro_batches(self, loader: Optional[Iterable[Any]]) -> Optional[int]:
