@@ -13,6 +13,11 @@ from model_def import Blobs
 
 def main(core_context: det.core.Context, hparams: dict) -> None:
     ds_config = dsat.get_ds_config_from_hparams(hparams)
+    # Not in Determined's example: the test machine may be fresh, and DeepSpeed's CPU backend would first compile its
+    # shared-memory op (minutes on 2 cores), which training never uses; a DeepSpeedTrial skips it the same way.
+    from determined.pytorch.deepspeed._shims import skip_shm_comm_op
+
+    skip_shm_comm_op()
     deepspeed.init_distributed()
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     engine, _, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
