@@ -311,10 +311,12 @@ class BatchLoop(TrialLoop):
         context, preempt = self.context, self.core.preempt
         quiet_until = self.steps_completed + 1
         look_at = time.monotonic() + QUIET_LOOK_S
-        while self.steps_completed < op._batches:
+        total = op._batches
+        while self.steps_completed < total:
             self._train_one_batch()
-            if (self.steps_completed < quiet_until and not context._stop_requested and not preempt._known()
-                    and time.monotonic() < look_at):
+            # (preempt._known() inlined: this runs after every batch)
+            if (self.steps_completed < quiet_until and not context._stop_requested and not preempt._preempted
+                    and not preempt._sigterm and time.monotonic() < look_at):
                 continue
             if not self._after_batch(op):
                 return False

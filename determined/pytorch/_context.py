@@ -351,7 +351,7 @@ class PyTorchTrialContext(TrialContext):
         with average_aggregated_gradients) over those k batches. With a GradScaler (`scaler`, or the one of
         ``experimental.use_amp()``) the gradients are unscaled before clipping and the step goes through it.
         """
-        if not any(optimizer is o for o in self.optimizers):
+        if not (self.optimizers and self.optimizers[0] is optimizer) and not any(o is optimizer for o in self.optimizers):
             raise errors.InvalidTrialError(
                 "step_optimizer() got an optimizer that was not wrapped: create it with "
                 "optimizer = context.wrap_optimizer(torch.optim....(model.parameters(), ...)) in __init__"
@@ -361,7 +361,7 @@ class PyTorchTrialContext(TrialContext):
                 "step_optimizer(auto_zero_grads=False) cannot work with optimizations.aggregation_frequency > 1: "
                 "Determined zeroes the gradients after the aggregated step"
             )
-        if not self.is_update_batch():
+        if self._aggregation_frequency > 1 and not self.is_update_batch():
             return
         if scaler is None and self.experimental._auto_amp:
             scaler = self._scaler
@@ -372,7 +372,8 @@ class PyTorchTrialContext(TrialContext):
             for param in self._step_parameters(optimizer):
                 if param.grad is not None:
                     param.grad.mul_(scale)
-        clippers = [c for c in self._callbacks.values() if overrides(c, "on_before_optimizer_step")]
+        clippers = [c for c in self._callbacks.values() if overrides(c, "on_before_optimizer_step")] \
+            if self._callbacks else ()
         if scaler is not None and (clip_grads is not None or clippers):
             _unscale_once(scaler, optimizer)
         if clip_grads is not None:

@@ -113,6 +113,9 @@ class PyTorchTrialController(BatchLoop):
         """`trial`: the user's trial, already built with `context` (the Trainer API); else it is built here."""
         super().__init__(trial_class, context)
         self._has_ddp: Optional[bool] = None  # whether a model is wrapped in DDP (known at the first batch)
+        # whether the trial measures its batches with the default get_batch_length (then the loop measures the
+        # usual batches itself, without the call)
+        self._default_batch_length = getattr(trial_class, "get_batch_length", None) is _trial.PyTorchTrial.get_batch_length
         name = trial_class.__name__
         self._evaluate_method = _trial.check_evaluate_methods(trial_class)
         self._old_api = _trial.uses_old_api(trial_class)
@@ -271,13 +274,13 @@ class PyTorchTrialController(BatchLoop):
         batch_idx = self.steps_completed
         epoch_len = self._epoch_len
         epoch_idx, index_in_epoch = divmod(batch_idx, epoch_len) if epoch_len else (0, batch_idx)
-        if not len(self._batches_since_report):  # a new training period
+        if not self._batches_since_report._batches:  # a new training period
             context._reducers.reset()
             self._report_started = time.monotonic()
         context._current_batch_idx = batch_idx
         if epoch_len and index_in_epoch == 0:
             self.callbacks.training_epoch_start(epoch_idx)
-        batch = self._next_batch()
+        batch = next(self._train_iterator) if self._train_iterator is not None else self._next_batch()
         if context.experimental._auto_to_device:
             batch = to_device(batch, context.device)
         if context._use_apex:
@@ -287,6 +290,9 @@ class PyTorchTrialController(BatchLoop):
         if self._has_ddp and not context.is_update_batch():
             with _distributed.gradient_sync(context.models, False):  # aggregating: no exchange of gradients
                 metrics = self._call_train_batch(batch, epoch_idx, batch_idx)
+        elif not self._old_api:
+            output = self.trial.train_batch(batch, epoch_idx, batch_idx)
+            metrics = output if type(output) is dict else metrics_of_train_batch(output, self.trial_class.__name__)
         else:
             metrics = self._call_train_batch(batch, epoch_idx, batch_idx)
         if context.experimental._auto_amp and context.is_update_batch():
@@ -304,6 +310,11 @@ class PyTorchTrialController(BatchLoop):
     def _count_records(self, batch: Any) -> None:
         if self._records_since_report is None:
             return
+        if self._default_batch_length:  # the usual batch: a tuple or list whose first item is a tensor
+            first = batch[0] if type(batch) is tuple or type(batch) is list else batch
+            if type(first) is torch.Tensor and first.dim():
+                self._records_since_report += first.shape[0]
+                return
         try:
             self._records_since_report += int(self.trial.get_batch_length(batch))
         except Exception as e:  # only the throughput in the log depends on it

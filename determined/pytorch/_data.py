@@ -74,11 +74,13 @@ class _IndexOrder(_EpochSource):
                 f"and drop_last={self._drop_last}; use a smaller batch size or more data"
             )
         position = start
+        order_epoch, order = -1, []
         while True:
             epoch, index = divmod(position, length)
             if epoch > 0 and not repeat:
                 return
-            order = self._epoch_order(epoch)
+            if epoch != order_epoch:
+                order, order_epoch = self._epoch_order(epoch), epoch
             if self._batch_size is None:
                 yield order[index]
             else:

@@ -15,8 +15,12 @@ def to_device(data: Any, device: torch.device, non_blocking: bool = True) -> Any
             return data
         return data.to(device, non_blocking=non_blocking)
     kind = type(data)
-    if (kind is tuple or kind is list) and all(type(v) is torch.Tensor and v.device == device for v in data):
-        return data  # the usual batch, already there: nothing to move or rebuild
+    if kind is tuple or kind is list:  # the usual batch: when every item is a tensor already there, keep it
+        for value in data:
+            if type(value) is not torch.Tensor or value.device != device:
+                break
+        else:
+            return data
     if isinstance(data, np.ndarray):
         return torch.from_numpy(data).to(device, non_blocking=non_blocking)
     if isinstance(data, dict):
