@@ -397,6 +397,7 @@ def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
     removed = s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id,
                                                         ValidationMetrics.steps_completed > steps)).rowcount
     trial.total_batches = steps
+    trial.metrics_version = (trial.metrics_version or 0) + 1  # its kept learning curves are out of date
     trial.latest_checkpoint_uuid = ckpt.uuid if ckpt is not None else None
     s.flush()
     if removed:  # the best validations change only when validations are deleted
