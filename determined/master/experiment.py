@@ -390,14 +390,16 @@ def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
     """Delete the trial's metrics reported after its latest checkpoint, so a restart never duplicates them."""
     ckpt = latest_own_checkpoint(s, trial.id)
     steps = ckpt.steps_completed if ckpt is not None else start_steps(s, trial)
-    s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id, TrainingMetrics.steps_completed > steps))
+    trained = s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id,
+                                                      TrainingMetrics.steps_completed > steps)).rowcount
     # The profiler's system metrics are counted in seconds, not batches: they stay.
     s.execute(delete(GroupMetrics).where(GroupMetrics.trial_id == trial.id, GroupMetrics.steps_completed > steps,
                                          GroupMetrics.group_name.not_in(SYSTEM_GROUPS)))
     removed = s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id,
                                                         ValidationMetrics.steps_completed > steps)).rowcount
     trial.total_batches = steps
-    trial.metrics_version = (trial.metrics_version or 0) + 1  # its kept learning curves are out of date
+    if trained or removed:  # its kept learning curves are out of date (a restart that removes nothing keeps them)
+        trial.metrics_version = (trial.metrics_version or 0) + 1
     trial.latest_checkpoint_uuid = ckpt.uuid if ckpt is not None else None
     s.flush()
     if removed:  # the best validations change only when validations are deleted
