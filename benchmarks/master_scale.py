@@ -378,12 +378,12 @@ def run_ticks(database: str, trials: int, slots: int, limit_s: float) -> Dict[st
             original = inner.tick
             started = time.perf_counter()
 
-            def timed_tick() -> None:
-                t0, reaped = time.perf_counter(), rm.reaped
+            def timed_tick() -> None:  # with the ended runs the tick recorded (Master.exits_recorded)
+                t0, recorded = time.perf_counter(), inner.exits_recorded
                 try:
                     original()
                 finally:
-                    ticks.append((t0 - started, time.perf_counter() - t0, rm.reaped - reaped))
+                    ticks.append((t0 - started, time.perf_counter() - t0, inner.exits_recorded - recorded))
 
             inner.tick = timed_tick  # type: ignore[method-assign]
             client = _client(master.url)

@@ -1,6 +1,7 @@
 """Learning curves that survive a master restart: each trial's downsampled series is kept in `trial_curves`
 under the trial's `metrics_version`, which every change to its training or validation metrics increases in the
-same transaction (determined/master/curves.py).
+same transaction (determined/master/curves.py). An index finds a trial by its request id (what the search
+method names) without reading the experiment's other trials.
 
 Revision ID: 0011
 Revises: 0010
@@ -18,6 +19,7 @@ depends_on = None
 def upgrade() -> None:
     # A plain nullable ADD COLUMN: SQLite adds it without rebuilding the tables that point to `trials`.
     op.add_column("trials", sa.Column("metrics_version", sa.Integer(), nullable=True))
+    op.create_index("ix_trials_experiment_id_request_id", "trials", ["experiment_id", "request_id"])
     op.create_table(
         "trial_curves",
         sa.Column("trial_id", sa.Integer(), sa.ForeignKey("trials.id"), primary_key=True),
@@ -31,5 +33,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("trial_curves")
+    op.drop_index("ix_trials_experiment_id_request_id", table_name="trials")
     with op.batch_alter_table("trials") as batch:
         batch.drop_column("metrics_version")
