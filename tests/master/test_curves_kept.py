@@ -127,3 +127,21 @@ def test_a_rollback_to_the_checkpoint_makes_the_curve_be_read_again(tmp_path: pa
     after = _curves(api, exp_id)
     assert after[t1]["training"] == []
     app.state.master.stop()
+
+
+def test_deleting_the_experiment_deletes_its_kept_curves(tmp_path: pathlib.Path) -> None:
+    from determined.master import states
+    from determined.master.db import Experiment
+
+    app, api, exp_id, [(t1, tok1), _] = _experiment(tmp_path / "data")
+    _report(api, t1, tok1, 1, 0.5)
+    _curves(api, exp_id)
+    assert _kept(app)
+    with app.state.master.write() as s:  # an ended experiment (no scheduler runs in this test)
+        s.get(Experiment, exp_id).state = states.CANCELED
+        for trial in s.scalars(select(Trial).where(Trial.experiment_id == exp_id)):
+            trial.state, trial.allocation_id = states.CANCELED, None
+    resp = api._client.delete(f"/api/v1/experiments/{exp_id}")
+    assert resp.status_code in (200, 204), resp.text
+    assert _kept(app) == {}
+    app.state.master.stop()
