@@ -19,7 +19,7 @@ import threading
 import weakref
 import json
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from sqlalchemy import and_, delete, insert, select
 from sqlalchemy.orm import Session
@@ -89,13 +89,24 @@ def downsample(metrics: Sequence[Dict[str, Any]], max_points: int) -> List[int]:
     n = len(metrics)
     if n <= max_points:
         return list(range(n))
-    names: Set[str] = set()
-    for m in metrics:
-        names.update(k for k, v in m.items() if numeric(v))
+    # One pass over the points: each metric's (indices of the points that hold a number for it, the numbers).
+    found: Dict[str, Tuple[List[int], List[float]]] = {}
+    isfinite = math.isfinite
+    for i, m in enumerate(metrics):
+        for name, value in m.items():
+            kind = type(value)
+            if kind is float:  # the usual case first; the same test as `numeric`
+                if not isfinite(value):
+                    continue
+            elif kind is not int and not numeric(value):
+                continue
+            entry = found.get(name)
+            if entry is None:
+                entry = found[name] = ([], [])
+            entry[0].append(i)
+            entry[1].append(float(value))
     keep = {0, n - 1}
-    for name in names:
-        where = [i for i, m in enumerate(metrics) if numeric(m.get(name))]
-        values = [float(metrics[i][name]) for i in where]
+    for where, values in found.values():
         keep.update(where[j] for j in extreme_indices(values, max_points))
     return sorted(keep)
 

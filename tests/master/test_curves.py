@@ -113,3 +113,24 @@ def test_kept_curves_answer_a_new_cache_when_their_version_is_current() -> None:
     answer = fresh.series([(1, 3), (2, 2)], "training", 10, read, render, load=lambda ids: kept)
     assert answer[1] == ["kept of version 3"] and reads == [[2]]  # trial 2 reported since its curve was kept
     assert answer[2] == [1]
+
+
+def _per_metric(points: List[Dict[str, Any]], max_points: int) -> List[int]:
+    """The definition `downsample` follows, metric by metric: the union of each numeric metric's extremes."""
+    if len(points) <= max_points:
+        return list(range(len(points)))
+    keep = {0, len(points) - 1}
+    for name in {k for p in points for k, v in p.items() if curves.numeric(v)}:
+        where = [i for i, p in enumerate(points) if curves.numeric(p.get(name))]
+        keep.update(where[j] for j in curves.extreme_indices([float(points[i][name]) for i in where], max_points))
+    return sorted(keep)
+
+
+def test_downsample_is_the_union_of_every_metrics_extremes_whatever_the_values() -> None:
+    rng = random.Random(0)
+    makers = [lambda: rng.gauss(0, 1), lambda: rng.randint(-5, 5), lambda: True, lambda: "text", lambda: math.nan,
+              lambda: math.inf, lambda: None]
+    for _ in range(200):
+        n, max_points = rng.randint(0, 300), rng.randint(4, 60)
+        points = [{k: rng.choice(makers)() for k in rng.sample("abcd", rng.randint(0, 4))} for _ in range(n)]
+        assert curves.downsample(points, max_points) == _per_metric(points, max_points)
