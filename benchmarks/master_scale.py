@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -225,32 +226,51 @@ def _build(master: Any, tokens: Dict[int, str], points: int, validations: int, b
             "validation_s": time.perf_counter() - started}
 
 
+def _checkpoints(master: Any, trial_ids: List[int], steps: int) -> None:
+    """A checkpoint of each trial at its last report, as its run would report one: a master that stops rolls each
+    running trial back to its latest checkpoint (allocations.py), which must keep every stored report."""
+    for start in range(0, len(trial_ids), 200):
+        with master.master.write(wake=False) as s:
+            for tid in trial_ids[start:start + 200]:
+                protocol.report_checkpoint(s, get_trial(s, tid), {"uuid": str(uuid.uuid4()), "steps_completed": steps,
+                                                                  "resources": {"state_dict.pth": 1}})
+
+
+def _start_master(data_dir: pathlib.Path, db_url: Optional[str], trials: int) -> Tuple[Any, SimulatedRM]:
+    rm_box: List[SimulatedRM] = []
+
+    def factory(_work: str, _sink: Any) -> SimulatedRM:
+        rm_box.append(SimulatedRM(trials))
+        return rm_box[0]
+
+    master = embedded.start(data_dir, db_url=db_url, resource_manager=factory, preemption_timeout=5)
+    return master, rm_box[0]
+
+
+def _wait_running(rm: SimulatedRM, trials: int) -> None:
+    deadline = time.monotonic() + 600
+    while len(rm.tokens) < trials:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(rm.tokens)} of {trials} trials started")
+        time.sleep(0.2)
+
+
 def run_curves(database: str, trials: int, points: int, validations: int) -> Dict[str, Any]:
     pg, db_url = _pg(database)
     rm: Optional[SimulatedRM] = None
     master = None
     try:
         with tempfile.TemporaryDirectory(prefix="det-scale-") as tmp:
-            rm_box: List[SimulatedRM] = []
-
-            def factory(_work: str, _sink: Any) -> SimulatedRM:
-                rm_box.append(SimulatedRM(trials))
-                return rm_box[0]
-
-            master = embedded.start(pathlib.Path(tmp) / "data", db_url=db_url, resource_manager=factory,
-                                    preemption_timeout=5)
-            rm = rm_box[0]
+            data_dir = pathlib.Path(tmp) / "data"
+            master, rm = _start_master(data_dir, db_url, trials)
             client = _client(master.url)
             exp_id = client.post("/experiments", json={"config": _config(trials, 10**9, trials),
                                                         "model_definition": _model_def()}).json()["experiment"]["id"]
-            deadline = time.monotonic() + 600
-            while len(rm.tokens) < trials:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"only {len(rm.tokens)} of {trials} trials started")
-                time.sleep(0.2)
+            _wait_running(rm, trials)
             print(f"  {trials} trials running (simulated); storing {trials * points:,} training reports and "
                   f"{trials * validations:,} validations …", flush=True)
             built = _build(master, dict(rm.tokens), points, validations)
+            _checkpoints(master, sorted(rm.tokens), points * 100)
             print(f"  stored in {built['training_s']:.0f} s ({built['training_rows_per_s']:,.0f} training reports/s "
                   f"through the batch store) + {built['validation_s']:.0f} s of validations", flush=True)
             ui_points = curves.default_max_points(trials)
@@ -262,10 +282,24 @@ def run_curves(database: str, trials: int, points: int, validations: int) -> Dic
                 resp.raise_for_status()
                 return resp
 
+            # The first read ever reads every point once; what it downsampled is kept (db.TrialCurve).
+            first_ever, resp = _timed(curves_read, 1)
+            print(f"  first read after the build (every point read once): {first_ever[0]:.1f} s; restarting the "
+                  "master …", flush=True)
+            client.close()
+            _stop(master, rm, None)
+            master = rm = None
+            started = time.perf_counter()
+            master, rm = _start_master(data_dir, db_url, trials)
+            restart_s = time.perf_counter() - started
+            client = _client(master.url)
+            _wait_running(rm, trials)  # the trials' runs start again (from their checkpoints)
             cold, resp = _timed(curves_read, 1)
             warm, resp = _timed(curves_read, 5)
             answer = resp.json()
             kept = sum(len(t["training"]) for t in answer["trials"])
+            assert all(t["training"] and t["training"][-1]["steps_completed"] == points * 100
+                       for t in answer["trials"]), "the restart lost reports"
             page_reads = [f"/experiments/{exp_id}", f"/experiments/{exp_id}/searcher_progress"]
             page_html, _ = _timed(lambda: httpx.get(f"{master.url}/experiments/{exp_id}").raise_for_status(), 3)
             others = {p: _timed(lambda p=p: client.get(p).raise_for_status(), 3)[0] for p in page_reads}
@@ -286,10 +320,12 @@ def run_curves(database: str, trials: int, points: int, validations: int) -> Dic
             after, resp2 = _timed(curves_read, 1)
             refreshed = {t["trial_id"]: t["training"][-1]["steps_completed"] for t in resp2.json()["trials"]}
             assert all(refreshed[tid] == (points + 1) * 100 for tid in sorted(rm.tokens)[:32])
+            client.close()
             return {
                 "database": database, "trials": trials, "points": points, "validations": validations,
                 "max_points": ui_points, "kept_training_points": kept, "bytes": len(resp.content),
-                "wire_bytes": resp.num_bytes_downloaded,
+                "wire_bytes": resp.num_bytes_downloaded, "restart_s": restart_s,
+                "curves_first_ever_s": first_ever[0],
                 "curves_cold_s": cold[0], "curves_warm_s": statistics.median(warm),
                 "curves_after_32_reports_s": after[0],
                 "page_html_s": statistics.median(page_html),
@@ -342,12 +378,12 @@ def run_ticks(database: str, trials: int, slots: int, limit_s: float) -> Dict[st
             original = inner.tick
             started = time.perf_counter()
 
-            def timed_tick() -> None:
-                t0, reaped = time.perf_counter(), rm.reaped
+            def timed_tick() -> None:  # with the ended runs the tick recorded (Master.exits_recorded)
+                t0, recorded = time.perf_counter(), inner.exits_recorded
                 try:
                     original()
                 finally:
-                    ticks.append((t0 - started, time.perf_counter() - t0, rm.reaped - reaped))
+                    ticks.append((t0 - started, time.perf_counter() - t0, inner.exits_recorded - recorded))
 
             inner.tick = timed_tick  # type: ignore[method-assign]
             client = _client(master.url)
@@ -405,7 +441,8 @@ def main() -> int:
               "validations …", flush=True)
         r = results["curves"] = run_curves(args.db, args.trials, args.points, args.validations)
         print(f"  learning curves (GET /experiments/{{id}}/metrics?max_points={r['max_points']}, as the UI page asks): "
-              f"first read {r['curves_cold_s']:.2f} s, then {r['curves_warm_s'] * 1000:.0f} ms (median of 5); "
+              f"first read after the build {r['curves_first_ever_s']:.1f} s; master restarted in "
+              f"{r['restart_s']:.1f} s; first read after the restart {r['curves_cold_s']:.2f} s, then {r['curves_warm_s'] * 1000:.0f} ms (median of 5); "
               f"{r['wire_bytes'] / 1e6:.2f} MB sent gzipped ({r['bytes'] / 1e6:.2f} MB of JSON), {r['kept_training_points']:,} of "
               f"{r['trials'] * r['points']:,} training points\n"
               f"  after 32 trials reported again: {r['curves_after_32_reports_s'] * 1000:.0f} ms\n"

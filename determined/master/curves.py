@@ -9,16 +9,25 @@ a point is kept whole (all its metrics) when it is an extreme of any of them. Th
 available (`GET /trials/{id}/metrics?group=...`).
 
 Reading 10 million stored points for every poll of the experiment page would take far longer than the answer
-may; `CurveCache` keeps each trial's downsampled series until the trial reports again (the report routes call
-`touch`), so a poll reads from the database only the trials that reported since the last one.
+may; `CurveCache` keeps each trial's downsampled series, in memory and in the database (db.TrialCurve), under
+the trial's `metrics_version`, which every change to its metrics increases in the same transaction: a poll, and
+the first read after a master starts, read the points of only the trials that reported since their curve was kept.
 """
 import collections
 import math
 import threading
 import weakref
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple
+import json
+import logging
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from sqlalchemy import and_, delete, insert, select
+from sqlalchemy.orm import Session
+
+from determined.master.db import Trial, TrialCurve
 from determined.master.problems import RequestProblem
+
+logger = logging.getLogger("determined.master")
 
 MIN_POINTS = 4  # the first, the last, and one bucket's minimum and maximum
 MAX_POINTS = 5000  # per metric of one trial's series in one answer
@@ -80,39 +89,46 @@ def downsample(metrics: Sequence[Dict[str, Any]], max_points: int) -> List[int]:
     n = len(metrics)
     if n <= max_points:
         return list(range(n))
-    names: Set[str] = set()
-    for m in metrics:
-        names.update(k for k, v in m.items() if numeric(v))
+    # One pass over the points: each metric's (indices of the points that hold a number for it, the numbers).
+    found: Dict[str, Tuple[List[int], List[float]]] = {}
+    isfinite = math.isfinite
+    for i, m in enumerate(metrics):
+        for name, value in m.items():
+            kind = type(value)
+            if kind is float:  # the usual case first; the same test as `numeric`
+                if not isfinite(value):
+                    continue
+            elif kind is not int and not numeric(value):
+                continue
+            entry = found.get(name)
+            if entry is None:
+                entry = found[name] = ([], [])
+            entry[0].append(i)
+            entry[1].append(float(value))
     keep = {0, n - 1}
-    for name in names:
-        where = [i for i, m in enumerate(metrics) if numeric(m.get(name))]
-        values = [float(metrics[i][name]) for i in where]
+    for where, values in found.values():
         keep.update(where[j] for j in extreme_indices(values, max_points))
     return sorted(keep)
 
 
-class CurveCache:
-    """Downsampled series by (trial id, group, max_points), valid while the trial has not reported since.
+Key = Tuple[int, str, int]  # (trial id, group, max_points)
 
-    `touch(trial_id)` after a report is stored; `version(trial_id)` before reading the rows; `put` keeps the
-    answer under the version read, so an answer read before a report is never taken for a newer one.
+
+class CurveCache:
+    """Downsampled series by (trial id, group, max_points), valid while the trial's `metrics_version` is the one
+    they were read at (every change to its metrics increases it, in the same transaction: protocol.py).
+
+    Kept in memory (the most recently used `max_entries`) and, through `series`'s `load` and `save`, in the
+    database (db.TrialCurve), so the first read after a master starts reads no trial's points again unless the
+    trial reported since its curve was kept.
     """
 
     def __init__(self, max_entries: int = 20000) -> None:
         self._lock = threading.Lock()
-        self._versions: Dict[int, int] = {}
-        self._entries: "collections.OrderedDict[Hashable, Tuple[int, Any]]" = collections.OrderedDict()
+        self._entries: "collections.OrderedDict[Key, Tuple[int, Any]]" = collections.OrderedDict()
         self._max_entries = max_entries
 
-    def touch(self, trial_id: int) -> None:
-        with self._lock:
-            self._versions[trial_id] = self._versions.get(trial_id, 0) + 1
-
-    def version(self, trial_id: int) -> int:
-        with self._lock:
-            return self._versions.get(trial_id, 0)
-
-    def get(self, key: Tuple[int, str, int], version: int) -> Optional[Any]:
+    def get(self, key: Key, version: int) -> Optional[Any]:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or entry[0] != version:
@@ -120,27 +136,42 @@ class CurveCache:
             self._entries.move_to_end(key)
             return entry[1]
 
-    def put(self, key: Tuple[int, str, int], version: int, value: Any) -> None:
+    def put(self, key: Key, version: int, value: Any) -> None:
         with self._lock:
             self._entries[key] = (version, value)
             self._entries.move_to_end(key)
             while len(self._entries) > self._max_entries:
                 self._entries.popitem(last=False)
 
-    def series(self, trial_ids: Iterable[int], group: str, max_points: int,
+    def series(self, trials: Iterable[Tuple[int, int]], group: str, max_points: int,
                read: Callable[[List[int]], Dict[int, List[Any]]], render: Callable[[List[Any]], Any],
+               load: Optional[Callable[[List[int]], Dict[int, Tuple[int, Any]]]] = None,
+               save: Optional[Callable[[List[Tuple[int, int, Any]]], None]] = None,
                chunk: int = 25) -> Dict[int, Any]:
-        """`render(downsampled rows)` of each trial: from the cache, or `read(trial ids)` (their rows, each with a
-        `metrics` dict, in order) in chunks of `chunk` trials for the ones that reported since."""
+        """`render(downsampled rows)` of each (trial id, metrics version): from memory; else from `load(trial ids)`
+        (the kept `{trial id: (version, value)}`) where the version is the trial's; else `read(trial ids)` (their
+        rows, each with a `metrics` dict, in order) in chunks of `chunk` trials, and `save([(trial id, version,
+        value)])` of what was read, for the next start."""
         answer: Dict[int, Any] = {}
         missing: List[Tuple[int, int]] = []
-        for tid in trial_ids:
-            version = self.version(tid)
+        for tid, version in trials:
             cached = self.get((tid, group, max_points), version)
             if cached is None:
                 missing.append((tid, version))
             else:
                 answer[tid] = cached
+        if missing and load is not None:
+            kept = load([tid for tid, _ in missing])
+            still: List[Tuple[int, int]] = []
+            for tid, version in missing:
+                entry = kept.get(tid)
+                if entry is not None and entry[0] == version:
+                    self.put((tid, group, max_points), version, entry[1])
+                    answer[tid] = entry[1]
+                else:
+                    still.append((tid, version))
+            missing = still
+        computed: List[Tuple[int, int, Any]] = []
         for start in range(0, len(missing), chunk):
             part = missing[start:start + chunk]
             rows = read([tid for tid, _ in part])
@@ -149,6 +180,9 @@ class CurveCache:
                 value = render([mine[i] for i in downsample([r.metrics or {} for r in mine], max_points)])
                 self.put((tid, group, max_points), version, value)
                 answer[tid] = value
+                computed.append((tid, version, value))
+        if computed and save is not None:
+            save(computed)
         return answer
 
 
@@ -163,3 +197,48 @@ def cache_of(master: Any) -> CurveCache:
         if cache is None:
             cache = _caches[master] = CurveCache()
         return cache
+
+
+# ---------------------------------------------------------------- kept curves (db.TrialCurve)
+
+Rendered = Tuple[str, List[str]]  # the points as JSON text, the names of their numeric metrics
+
+
+def kept_loader(s: Session, group: str, max_points: int) -> Callable[[List[int]], Dict[int, Tuple[int, Rendered]]]:
+    """`load` for `CurveCache.series`: the kept curves of some trials, `{trial id: (version, (points, names))}`."""
+    def load(trial_ids: List[int]) -> Dict[int, Tuple[int, Rendered]]:
+        kept: Dict[int, Tuple[int, Rendered]] = {}
+        for start in range(0, len(trial_ids), 500):
+            query = select(TrialCurve.trial_id, TrialCurve.version, TrialCurve.points, TrialCurve.names).where(
+                TrialCurve.trial_id.in_(trial_ids[start:start + 500]), TrialCurve.group_name == group,
+                TrialCurve.max_points == max_points)
+            for tid, version, points, names in s.execute(query):
+                kept[tid] = (version, (points, json.loads(names)))
+        return kept
+    return load
+
+
+def keep(master: Any, group: str, max_points: int, computed: Sequence[Tuple[int, int, Rendered]]) -> None:
+    """Keep curves read from the trials' points for the next start, and drop those trials' out-of-date ones.
+
+    Best effort: a curve that cannot be kept (its trial was deleted meanwhile, the database is busy) is read
+    from the points again next time."""
+    try:
+        with master.write(wake=False) as s:
+            for start in range(0, len(computed), 500):
+                part = computed[start:start + 500]
+                ids = [tid for tid, _, _ in part]
+                current = {tid: v or 0 for tid, v in s.execute(select(Trial.id, Trial.metrics_version)
+                                                               .where(Trial.id.in_(ids)))}
+                s.execute(delete(TrialCurve).where(TrialCurve.trial_id.in_(ids), TrialCurve.group_name == group,
+                                                   TrialCurve.max_points == max_points))
+                for tid, version in current.items():  # curves of other point counts read at an older version
+                    s.execute(delete(TrialCurve).where(and_(TrialCurve.trial_id == tid,
+                                                            TrialCurve.version != version)))
+                rows = [{"trial_id": tid, "group_name": group, "max_points": max_points, "version": version,
+                         "points": points, "names": json.dumps(names)}
+                        for tid, version, (points, names) in part if current.get(tid) == version]
+                if rows:
+                    s.execute(insert(TrialCurve), rows)
+    except Exception as e:  # noqa: BLE001 - the answer was sent; only the next start's first read is slower
+        logger.warning("learning curves of %s trial(s) not kept for the next start: %s", len(computed), e)

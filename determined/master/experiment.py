@@ -9,7 +9,7 @@ import collections
 import dataclasses
 import hashlib
 import logging
-from typing import Any, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, object_session
@@ -177,14 +177,57 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     _check_done(s, exp)
 
 
-def trained_units(s: Session, exp: Experiment, unit: str) -> Dict[str, float]:
-    """Units (of the searcher's `unit`) each trial of the experiment has trained so far, by request id (one light
-    query: the hyperparameters only when a unit other than batches needs the batch size)."""
-    if unit == "batches":
-        rows = s.execute(select(Trial.request_id, Trial.total_batches).where(Trial.experiment_id == exp.id))
-        return {request_id: float(batches) for request_id, batches in rows}
-    rows = s.execute(select(Trial.request_id, Trial.total_batches, Trial.hparams).where(Trial.experiment_id == exp.id))
-    return {request_id: from_batches(unit, batches, hparams or {}, exp.config) for request_id, batches, hparams in rows}
+def trained_units(s: Session, exp: Experiment, unit: str) -> "TrainedUnits":
+    """Units (of the searcher's `unit`) each trial of the experiment has trained so far, by request id.
+
+    Read lazily: the trials still training at once (one light query over the few that are not ended), any other
+    trial only when the search method asks for it (built-in methods ask only about trials they still wait for),
+    so an event of a search with thousands of ended trials does not read them all."""
+    return TrainedUnits(s, exp, unit)
+
+
+class TrainedUnits(Mapping[str, float]):
+    """`trained_units`'s mapping: request id -> units trained, exact for every trial of the experiment."""
+
+    def __init__(self, s: Session, exp: Experiment, unit: str) -> None:
+        self._s, self._exp, self._unit = s, exp, unit
+        self._known: Dict[str, float] = dict(self._rows(Trial.state.not_in(states.TRIAL_TERMINAL)))
+        self._all = False
+
+    def _rows(self, *where: Any) -> List[Tuple[str, float]]:
+        columns = [Trial.request_id, Trial.total_batches] + ([Trial.hparams] if self._unit != "batches" else [])
+        rows = self._s.execute(select(*columns).where(Trial.experiment_id == self._exp.id, *where))
+        if self._unit == "batches":
+            return [(request_id, float(batches)) for request_id, batches in rows]
+        return [(request_id, from_batches(self._unit, batches, hparams or {}, self._exp.config))
+                for request_id, batches, hparams in rows]
+
+    def _load_all(self) -> Dict[str, float]:
+        if not self._all:
+            self._known = dict(self._rows())
+            self._all = True
+        return self._known
+
+    def __getitem__(self, request_id: str) -> float:
+        if request_id not in self._known and not self._all:
+            self._known.update(self._rows(Trial.request_id == request_id))
+        return self._known[request_id]
+
+    def __contains__(self, request_id: object) -> bool:
+        try:
+            self[request_id]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __bool__(self) -> bool:
+        return bool(self._known) or bool(self._load_all())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load_all())
+
+    def __len__(self) -> int:
+        return len(self._load_all())
 
 
 def progress_now(s: Session, exp: Experiment) -> Optional[float]:
@@ -390,13 +433,16 @@ def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
     """Delete the trial's metrics reported after its latest checkpoint, so a restart never duplicates them."""
     ckpt = latest_own_checkpoint(s, trial.id)
     steps = ckpt.steps_completed if ckpt is not None else start_steps(s, trial)
-    s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id, TrainingMetrics.steps_completed > steps))
+    trained = s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id,
+                                                      TrainingMetrics.steps_completed > steps)).rowcount
     # The profiler's system metrics are counted in seconds, not batches: they stay.
     s.execute(delete(GroupMetrics).where(GroupMetrics.trial_id == trial.id, GroupMetrics.steps_completed > steps,
                                          GroupMetrics.group_name.not_in(SYSTEM_GROUPS)))
     removed = s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id,
                                                         ValidationMetrics.steps_completed > steps)).rowcount
     trial.total_batches = steps
+    if trained or removed:  # its kept learning curves are out of date (a restart that removes nothing keeps them)
+        trial.metrics_version = (trial.metrics_version or 0) + 1
     trial.latest_checkpoint_uuid = ckpt.uuid if ckpt is not None else None
     s.flush()
     if removed:  # the best validations change only when validations are deleted

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from determined.master import auth, gc, names, registry, states, trial_notes
 from determined.master.db import (Checkpoint, Experiment, GroupMetrics, SearcherEvent, SearcherOperation,
-                                  TrainingMetrics, Trial, TrialLog, ValidationMetrics)
+                                  TrainingMetrics, Trial, TrialCurve, TrialLog, ValidationMetrics)
 from determined.master.experiment import get_experiment
 from determined.master.problems import RequestProblem
 
@@ -86,7 +86,7 @@ def delete_experiment(master: "Master", experiment_id: int, principal: auth.Prin
     with master.write() as s:
         _refuse_registered(s, experiment_id)  # registered since the check above: its files were kept
         trial_ids = list(s.scalars(select(Trial.id).where(Trial.experiment_id == experiment_id)))
-        for table in (TrialLog, TrainingMetrics, ValidationMetrics, GroupMetrics, SearcherOperation):
+        for table in (TrialLog, TrainingMetrics, ValidationMetrics, GroupMetrics, SearcherOperation, TrialCurve):
             s.execute(delete(table).where(table.trial_id.in_(trial_ids)))
         s.execute(delete(Checkpoint).where(Checkpoint.experiment_id == experiment_id))
         s.execute(delete(SearcherEvent).where(SearcherEvent.experiment_id == experiment_id))

@@ -46,6 +46,10 @@ logger = logging.getLogger("determined.master")
 
 DEFAULT_PREEMPTION_TIMEOUT = 60.0
 GROUP_COMMIT_MAX = 256  # most items one group-commit transaction takes
+# Seconds of one tick spent recording ended runs (each feeds its search method, which may create the next trial),
+# and again starting runs: the rest wait for the next tick, which follows at once, so a tick stays short however
+# many runs end or start together (thousands of short trials) and others waiting for the master's lock get it.
+TICK_BUDGET_S = 0.02
 PROGRESS_REFRESH_S = 1.0  # how often the progress of experiments with running trials follows their training
 
 Item = TypeVar("Item")
@@ -184,6 +188,7 @@ class Master:
         self.trial_user = trial_user
         # Exits of trial processes not recorded yet (the database refused the write: a full disk, say).
         self._unrecorded_exits: List[Tuple[int, str, int]] = []
+        self.exits_recorded = 0  # ended runs recorded since the start (the scale benchmark reads it)
         self._trial_imports_of: Dict[int, Optional[TrialImports]] = {}  # experiment id -> what its Trial imports
         self._unrecorded_exits_logged = False
         if run_scheduler:
@@ -415,12 +420,17 @@ class Master:
             for trial_id, _, _ in new:
                 self.log_writer.run_ended(trial_id)
             self.log_writer.flush()
+        recorded = 0
         try:
             with self.write() as s:
                 self.log_policies.record(s)  # a run's matches count before its exit is handled (cancel_retries)
+                started = time.monotonic()
                 for trial_id, allocation_id, code in exits:
                     self.log_policies.forget(trial_id, allocation_id)
                     allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
+                    recorded += 1
+                    if not master_stopping and time.monotonic() - started >= TICK_BUDGET_S:
+                        break
         except Exception as e:
             if not self._unrecorded_exits_logged:
                 logger.error("could not record the exit of %s trial run(s) (%s); retrying%s", len(exits),
@@ -428,9 +438,13 @@ class Master:
                              " until the disk has space again" if is_disk_full(e) else "")
             self._unrecorded_exits, self._unrecorded_exits_logged = exits, True
             return
+        self.exits_recorded += recorded
+        if recorded < len(exits):  # the tick's budget is spent: the next tick records the rest, at once
+            self._unrecorded_exits = exits[recorded:]
+            self.wake()
         if self._unrecorded_exits_logged:
-            logger.warning("recorded the exits of %s trial run(s) that had waited", len(exits))
-            self._unrecorded_exits_logged = False
+            logger.warning("recorded the exits of %s trial run(s) that had waited", recorded)
+            self._unrecorded_exits_logged = recorded < len(exits)
 
     def _trial_imports(self, exp: Experiment) -> Optional[TrialImports]:
         """The framework and the outside modules the experiment's Trial class imports (read once from its source;
@@ -458,7 +472,11 @@ class Master:
                 zero_room = zero_room if scheduler.has_zero_slot_work(s) else 0
         if free > 0 or zero_room > 0:
             with self.write() as s:
+                started = time.monotonic()
                 for trial in scheduler.pick_trials(s, free, zero_room):
+                    if launches and time.monotonic() - started >= TICK_BUDGET_S:
+                        self.wake()  # the tick's budget is spent: the next tick starts the others, at once
+                        break
                     exp = s.get(Experiment, trial.experiment_id)
                     assert exp is not None
                     allocation_id, token = allocations.start_allocation(s, trial)
@@ -500,6 +518,8 @@ class Master:
         while self.rm.running():
             self._reap(master_stopping=True)
             time.sleep(0.05)
+        if self._unrecorded_exits:  # left by a tick whose budget was spent
+            self._reap(master_stopping=True)
 
     # ------------------------------------------------------------ helpers for the API
 

@@ -5,7 +5,7 @@ import json
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from sqlalchemy import DateTime, bindparam, delete, select, text, update
+from sqlalchemy import DateTime, bindparam, case, delete, func, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -124,7 +124,14 @@ def report_training(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[s
     s.add(TrainingMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics),
                           batch_metrics=_json_safe(batch_metrics), end_time=utcnow()))
     trial.total_batches = max(trial.total_batches, steps)
+    metrics_changed(trial)
     return {}
+
+
+def metrics_changed(trial: Trial) -> None:
+    """The trial's training or validation metrics change in this transaction: its kept learning curves
+    (db.TrialCurve, determined/master/curves.py) are out of date."""
+    trial.metrics_version = (trial.metrics_version or 0) + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,8 +159,10 @@ def training_report(trial_id: int, token: str, body: Mapping[str, Any]) -> Train
 
 _TRAINING_DELETE = delete(TrainingMetrics).where(
     TrainingMetrics.trial_id == bindparam("tid"), TrainingMetrics.steps_completed == bindparam("steps"))
-_TOTAL_BATCHES = update(Trial).where(Trial.id == bindparam("tid"), Trial.total_batches < bindparam("steps")).values(
-    total_batches=bindparam("steps"))
+# The furthest step of the trial, and a new metrics version (its kept learning curves are out of date).
+_TOTAL_BATCHES = update(Trial).where(Trial.id == bindparam("tid")).values(
+    total_batches=case((Trial.total_batches < bindparam("steps"), bindparam("steps")), else_=Trial.total_batches),
+    metrics_version=func.coalesce(Trial.metrics_version, 0) + 1)
 
 
 def _training_insert(connection: Connection) -> Any:
@@ -171,8 +180,11 @@ def store_training_reports(connection: Connection, reports: Sequence[TrainingRep
     exist is 404; a token that is not the trial's current run is refused with 409 (the process should exit).
     """
     ids = sorted({r.trial_id for r in reports})
-    tokens: Dict[int, Optional[str]] = {
-        tid: token for tid, token in connection.execute(select(Trial.id, Trial.session_token).where(Trial.id.in_(ids)))}
+    tokens: Dict[int, Optional[str]] = {}
+    furthest_stored: Dict[int, int] = {}
+    for tid, token, total in connection.execute(select(Trial.id, Trial.session_token, Trial.total_batches)
+                                                .where(Trial.id.in_(ids))):
+        tokens[tid], furthest_stored[tid] = token, total or 0
     outcomes: List[Optional[BaseException]] = []
     accepted: Dict[Tuple[int, int], TrainingReport] = {}
     for r in reports:
@@ -186,7 +198,12 @@ def store_training_reports(connection: Connection, reports: Sequence[TrainingRep
             outcomes.append(None)
     if accepted:
         rows = list(accepted.values())
-        connection.execute(_TRAINING_DELETE, [{"tid": r.trial_id, "steps": r.steps_completed} for r in rows])
+        # A trial's training records never lie past its total_batches (a rollback lowers both): a report past it
+        # (the usual case) replaces nothing, and costs no DELETE.
+        replacing = [{"tid": r.trial_id, "steps": r.steps_completed} for r in rows
+                     if r.steps_completed <= furthest_stored[r.trial_id]]
+        if replacing:
+            connection.execute(_TRAINING_DELETE, replacing)
         connection.execute(_training_insert(connection), [
             {"tid": r.trial_id, "steps": r.steps_completed, "metrics": r.metrics_json,
              "batch_metrics": r.batch_metrics_json, "end_time": r.end_time} for r in rows])
@@ -234,6 +251,7 @@ def _store_validation(s: Session, trial: Trial, steps: int, metrics: Mapping[str
     s.add(ValidationMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics), end_time=utcnow()))
     trial.latest_validation = _json_safe(metrics)
     trial.total_batches = max(trial.total_batches, steps)
+    metrics_changed(trial)
 
 
 def _record_best(exp: Any, trial: Trial, value: float, smaller: bool) -> bool:

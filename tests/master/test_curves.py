@@ -77,6 +77,7 @@ def test_cache_answers_until_the_trial_reports_again() -> None:
     cache = curves.CurveCache()
     stored = {1: [_Row(s, 1.0 / s) for s in range(1, 101)], 2: [_Row(1, 0.5)]}
     reads: List[List[int]] = []
+    saved: List[Any] = []
 
     def read(ids: List[int]) -> Dict[int, List[Any]]:
         reads.append(ids)
@@ -85,12 +86,51 @@ def test_cache_answers_until_the_trial_reports_again() -> None:
     def render(rows: List[Any]) -> List[int]:
         return [r.steps_completed for r in rows]
 
-    first = cache.series([1, 2], "training", 10, read, render)
+    first = cache.series([(1, 0), (2, 0)], "training", 10, read, render, save=saved.extend)
     assert first[1][0] == 1 and first[1][-1] == 100 and len(first[1]) <= 10 and first[2] == [1]
-    assert cache.series([1, 2], "training", 10, read, render) == first and reads == [[1, 2]]  # from the cache
+    assert saved == [(1, 0, first[1]), (2, 0, [1])]  # what was read from the points is handed on to be kept
+    assert cache.series([(1, 0), (2, 0)], "training", 10, read, render) == first and reads == [[1, 2]]
     stored[2].append(_Row(2, 0.25))
-    cache.touch(2)
-    assert cache.series([1, 2], "training", 10, read, render)[2] == [1, 2]
+    assert cache.series([(1, 0), (2, 1)], "training", 10, read, render)[2] == [1, 2]  # trial 2's new version
     assert reads == [[1, 2], [2]]  # only the trial that reported is read again
-    cache.series([1], "training", 20, read, render)  # another point count is another entry
+    cache.series([(1, 0)], "training", 20, read, render)  # another point count is another entry
     assert reads[-1] == [1]
+
+
+def test_kept_curves_answer_a_new_cache_when_their_version_is_current() -> None:
+    stored = {1: [_Row(s, 1.0 / s) for s in range(1, 101)], 2: [_Row(1, 0.5)]}
+    reads: List[List[int]] = []
+
+    def read(ids: List[int]) -> Dict[int, List[Any]]:
+        reads.append(ids)
+        return {tid: list(stored[tid]) for tid in ids}
+
+    def render(rows: List[Any]) -> List[int]:
+        return [r.steps_completed for r in rows]
+
+    kept = {1: (3, ["kept of version 3"]), 2: (1, ["kept of version 1"])}
+    fresh = curves.CurveCache()  # a master that has just started
+    answer = fresh.series([(1, 3), (2, 2)], "training", 10, read, render, load=lambda ids: kept)
+    assert answer[1] == ["kept of version 3"] and reads == [[2]]  # trial 2 reported since its curve was kept
+    assert answer[2] == [1]
+
+
+def _per_metric(points: List[Dict[str, Any]], max_points: int) -> List[int]:
+    """The definition `downsample` follows, metric by metric: the union of each numeric metric's extremes."""
+    if len(points) <= max_points:
+        return list(range(len(points)))
+    keep = {0, len(points) - 1}
+    for name in {k for p in points for k, v in p.items() if curves.numeric(v)}:
+        where = [i for i, p in enumerate(points) if curves.numeric(p.get(name))]
+        keep.update(where[j] for j in curves.extreme_indices([float(points[i][name]) for i in where], max_points))
+    return sorted(keep)
+
+
+def test_downsample_is_the_union_of_every_metrics_extremes_whatever_the_values() -> None:
+    rng = random.Random(0)
+    makers = [lambda: rng.gauss(0, 1), lambda: rng.randint(-5, 5), lambda: True, lambda: "text", lambda: math.nan,
+              lambda: math.inf, lambda: None]
+    for _ in range(200):
+        n, max_points = rng.randint(0, 300), rng.randint(4, 60)
+        points = [{k: rng.choice(makers)() for k in rng.sample("abcd", rng.randint(0, 4))} for _ in range(n)]
+        assert curves.downsample(points, max_points) == _per_metric(points, max_points)

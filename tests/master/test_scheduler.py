@@ -87,3 +87,65 @@ def test_resources_priority_gives_slots_to_the_smaller_number_first(session: Ses
     assert [t.id for t in scheduler.pick_trials(session, 1)] == [2]
     assert [t.id for t in scheduler.pick_trials(session, 3)] == [2, 4, 1]  # all of priority 10, then 42; 60 waits
     assert [t.id for t in scheduler.pick_trials(session, 4)] == [2, 4, 1, 3]
+
+
+def test_trained_units_read_ended_trials_only_when_asked_and_stay_exact(session: Session) -> None:
+    from determined.master.experiment import trained_units
+
+    for trial_id, state, batches in [(1, states.ACTIVE, 10), (2, states.COMPLETED, 30), (3, states.PAUSED, 5),
+                                     (4, states.ERROR, 7)]:
+        session.add(Trial(id=trial_id, experiment_id=1, request_id=f"r{trial_id}", hparams={}, seed=0, state=state,
+                          total_batches=batches))
+    session.flush()
+    exp = session.get(Experiment, 1)
+    trained = trained_units(session, exp, "batches")
+    assert dict(trained._known) == {"r1": 10.0, "r3": 5.0}  # the ended trials are not read up front
+    assert trained.get("r2") == 30.0 and trained["r4"] == 7.0 and trained.get("r9", -1.0) == -1.0
+    assert "r2" in trained and "r9" not in trained and bool(trained)
+    assert dict(trained) == {"r1": 10.0, "r2": 30.0, "r3": 5.0, "r4": 7.0} and len(trained) == 4
+
+
+class _EndedRuns:
+    """A resource manager whose runs have all ended: what `Master._reap` polls."""
+
+    def __init__(self, exits: "list[tuple[int, str, int]]") -> None:
+        self.exits = exits
+
+    def poll_exited(self) -> "list[tuple[int, str, int]]":
+        out, self.exits = self.exits, []
+        return out
+
+
+def test_a_tick_past_its_budget_leaves_the_other_ended_runs_to_the_next_tick(tmp_path: pathlib.Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import select
+
+    from determined.common.api import Session as ApiSession
+    from determined.master import allocations, create_app
+    from determined.master import master as master_module
+    from starlette.testclient import TestClient
+
+    from ._helpers import config, model_def
+
+    app = create_app(tmp_path / "data", run_scheduler=False)
+    api = ApiSession("http://in-process", client=TestClient(app, base_url="http://in-process"), user="admin")
+    exp = api.post("/experiments", {"config": config(max_trials=3), "model_definition": model_def()})
+    master = app.state.master
+    with master.write() as s:
+        runs = [(t.id, allocations.start_allocation(s, t)[0])
+                for t in s.scalars(select(Trial).where(Trial.experiment_id == exp["experiment"]["id"]))]
+    master.rm = _EndedRuns([(trial_id, allocation_id, 137) for trial_id, allocation_id in runs])
+
+    def running() -> int:
+        with master.read() as s:
+            return len(list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None)))))
+
+    monkeypatch.setattr(master_module, "TICK_BUDGET_S", 0.0)  # every tick's budget is spent after one run
+    master._wake.clear()
+    master._reap()
+    assert master.exits_recorded == 1 and running() == 2 and master._wake.is_set()  # the next tick comes at once
+    master._reap()
+    assert master.exits_recorded == 2 and running() == 1
+    master._reap(master_stopping=True)  # a stopping master records every ended run, whatever the budget
+    assert master.exits_recorded == 3 and running() == 0
+    master.stop()

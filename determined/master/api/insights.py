@@ -34,21 +34,26 @@ def experiment_metrics(request: Request, experiment_id: int,
     with problems_as_http(), master.read() as s:
         get_experiment(s, experiment_id)
         trials = trials_of(s, experiment_id)
-        points = curves.check_max_points(max_points) if max_points is not None else curves.default_max_points(len(trials))
+        points = (curves.check_max_points(max_points) if max_points is not None
+                  else curves.default_max_points(len(trials)))
         cache = curves.cache_of(master)
-        ids = [t.id for t in trials]
+        versions = [(t.id, t.metrics_version or 0) for t in trials]
+        computed: Dict[str, List[Any]] = {"training": [], "validation": []}
         series: Dict[int, Dict[str, Any]] = {t.id: {} for t in trials}
         names: Dict[str, set] = {"training": set(), "validation": set()}
         for kind, table in (("training", TrainingMetrics), ("validation", ValidationMetrics)):
             def read(chunk: List[int], table: Any = table) -> Dict[int, List[Any]]:
                 rows: Dict[int, List[Any]] = {tid: [] for tid in chunk}
-                for row in s.execute(select(table.trial_id, table.steps_completed, table.end_time, table.metrics)
-                                     .where(table.trial_id.in_(chunk))
-                                     .order_by(table.trial_id, table.steps_completed, table.id)):
+                # Columns, not objects: through the session's connection, without the ORM's loading of each row.
+                for row in s.connection().execute(
+                        select(table.trial_id, table.steps_completed, table.end_time, table.metrics)
+                        .where(table.trial_id.in_(chunk)).order_by(table.trial_id, table.steps_completed, table.id)):
                     rows[row.trial_id].append(row)
                 return rows
 
-            for tid, (points_of, reported) in cache.series(ids, kind, points, read, _curve_points).items():
+            answer = cache.series(versions, kind, points, read, _curve_points,
+                                  load=curves.kept_loader(s, kind, points), save=computed[kind].extend)
+            for tid, (points_of, reported) in answer.items():
                 series[tid][kind] = points_of
                 names[kind].update(reported)
         # The cached series are JSON text already: the answer is put together, not encoded again.
@@ -60,6 +65,9 @@ def experiment_metrics(request: Request, experiment_id: int,
             parts.append(f'{head[:-1]},"training":{series[t.id]["training"]},"validation":{series[t.id]["validation"]}}}')
         tail = _json({"groups": ["training", "validation"],
                       "metric_names": {kind: sorted(v) for kind, v in names.items()}, "max_points": points})
+    for kind, read_now in computed.items():  # read from the points: kept for the next start
+        if read_now:
+            curves.keep(master, kind, points, read_now)
     return _maybe_gzip(request, ('{"trials":[' + ",".join(parts) + "]," + tail[1:]).encode("utf-8"))
 
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from determined.config import redaction
-from determined.master import allocations, auth, curves, protocol
+from determined.master import allocations, auth, protocol
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
 from determined.master.db import TrainingMetrics, Trial, ValidationMetrics
@@ -99,24 +99,16 @@ async def training_metrics(request: Request, trial_id: int) -> Response:
             await asyncio.wrap_future(future)
         except RequestProblem as e:
             raise http_error(e) from None
-        finally:
-            curves.cache_of(master_of(request)).touch(trial_id)  # the cached learning curve is out of date
         return Response(b"{}", media_type="application/json")
     # users (the experiment's owner or an admin) report through the ordinary transaction
-    try:
-        await run_in_threadpool(_write, request, trial_id, body, _replacing(TrainingMetrics, protocol.report_training),
-                                wake=False)  # nothing to schedule
-    finally:
-        curves.cache_of(master_of(request)).touch(trial_id)
+    await run_in_threadpool(_write, request, trial_id, body, _replacing(TrainingMetrics, protocol.report_training),
+                            wake=False)  # nothing to schedule
     return Response(b"{}", media_type="application/json")
 
 
 @router.post("/trials/{trial_id}/validation_metrics")
 def validation_metrics(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    try:
-        return _write(request, trial_id, body, _replacing(ValidationMetrics, protocol.report_validation))
-    finally:
-        curves.cache_of(master_of(request)).touch(trial_id)
+    return _write(request, trial_id, body, _replacing(ValidationMetrics, protocol.report_validation))
 
 
 @router.post("/trials/{trial_id}/checkpoints")

@@ -47,6 +47,8 @@ class Experiment(Base):
 
 class Trial(Base):
     __tablename__ = "trials"
+    # the search method names its trials by request id: found without reading the experiment's other trials
+    __table_args__ = (Index("ix_trials_experiment_id_request_id", "experiment_id", "request_id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
@@ -77,6 +79,9 @@ class Trial(Base):
     run_metadata: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
     # the id an unmanaged run gave this trial (unique within its experiment): a later run with it continues it
     external_trial_id: Mapped[Optional[str]] = mapped_column(String(256), nullable=True)
+    # increased with every change to its training or validation metrics: a kept learning curve (TrialCurve) of
+    # another version is out of date (migration 0011)
+    metrics_version: Mapped[Optional[int]] = mapped_column(Integer, nullable=True, default=0)
 
 
 class SearcherOperation(Base):
@@ -124,6 +129,20 @@ class ValidationMetrics(Base):
     steps_completed: Mapped[int] = mapped_column(Integer)
     metrics: Mapped[Any] = mapped_column(JSON)
     end_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class TrialCurve(Base):
+    """A trial's learning curve of one group downsampled to `max_points` per metric (determined/master/curves.py),
+    as the experiment's metrics route sends it: valid while the trial's `metrics_version` is `version`."""
+
+    __tablename__ = "trial_curves"
+
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), primary_key=True)
+    group_name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    max_points: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    points: Mapped[str] = mapped_column(Text)  # JSON text of the points
+    names: Mapped[str] = mapped_column(Text)  # JSON text: the names of their numeric metrics
 
 
 class GroupMetrics(Base):
