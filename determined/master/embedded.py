@@ -1,4 +1,5 @@
 """A master inside the current process: served on loopback, scheduling trials, guarded by a lock file."""
+import asyncio
 import contextlib
 import json
 import logging
@@ -159,7 +160,7 @@ class EmbeddedMaster:
         try:
             self.master.stop(timeout=timeout)
         finally:
-            self._server.should_exit = True
+            self._server.exit_soon()
             self._thread.join(timeout=30)
             with contextlib.suppress(FileNotFoundError):
                 if (_read_lock(self._lock_path) or {}).get("pid") == os.getpid():
@@ -170,6 +171,33 @@ class EmbeddedMaster:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose `exit_soon()` (from another thread) ends its main loop at once rather than at its
+    next tick (every 0.1 s): a `det` command that ran the master ends that much sooner."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._woken: Optional[asyncio.Event] = None
+
+    async def main_loop(self) -> None:
+        self._loop, self._woken = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), 0.1)
+            should_exit = await self.on_tick(counter)
+
+    def exit_soon(self) -> None:
+        self.should_exit = True
+        loop, woken = self._loop, self._woken
+        if loop is not None and woken is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended already
+                loop.call_soon_threadsafe(woken.set)
 
 
 class MasterAlreadyRunning(errors.DeterminedError):
@@ -259,7 +287,7 @@ def start(
                          trial_user=trial_user, log_limits=log_limits)
         master: Master = app.state.master
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
-        server = uvicorn.Server(config)
+        server = _Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="determined-master-http",
                                   daemon=True)
         thread.start()
