@@ -170,9 +170,22 @@ class SearcherContext:
             )
         broadcast = self._distributed.size > 1 and SearcherMode(searcher_mode) == SearcherMode.WorkersAskChief
         local_index = 0
+        previous: Optional[SearcherOperation] = None
         while True:
             answer: Optional[Dict[str, Any]] = None
-            if is_chief:
+            if is_chief and previous is not None and not previous.completed:
+                # Only the chief reports operations completed (Determined 0.26/0.38), so only the chief checks; its
+                # answer (None: no more operations) reaches the workers through the usual broadcast below.
+                # Preempted in the middle of the operation: no more operations. Else the chief forgot to report.
+                preempted = self._preempt._poll()
+                if preempted and auto_ack:
+                    self._preempt.acknowledge_preemption_signal()
+                if not preempted:
+                    raise errors.DeterminedError(
+                        f"{previous!r} was not reported completed: call op.report_completed(searcher_metric) "
+                        "after training to op.length and validating, before asking for the next operation"
+                    )
+            elif is_chief:
                 if self._local_lengths is not None:
                     if local_index < len(self._local_lengths) and not self._preempt._chief_should_preempt():
                         answer = {"length": self._local_lengths[local_index]}
@@ -189,19 +202,7 @@ class SearcherContext:
             length = answer.get("searcher_length", answer.get("length"))
             op = SearcherOperation(self, length, is_chief=is_chief, batches=answer.get("length"))
             yield op
-            if not op.completed:
-                # Preempted in the middle of the operation: no more operations. Else the chief forgot to report.
-                if broadcast:
-                    preempted = self._preempt.should_preempt(auto_ack=auto_ack)  # every rank, at once
-                else:
-                    preempted = self._preempt._poll()
-                if preempted:
-                    return
-                if is_chief:
-                    raise errors.DeterminedError(
-                        f"{op!r} was not reported completed: call op.report_completed(searcher_metric) after "
-                        "training to op.length and validating, before asking for the next operation"
-                    )
+            previous = op
 
     def acknowledge_out_of_ops(self) -> None:
         """Nothing to do: a trial that ran out of operations just exits (kept for Determined's API)."""

@@ -243,10 +243,8 @@ class TrainContext:
         if self._searcher_metric is None:
             return False
         if self._searcher_metric not in metrics:
-            raise errors.DeterminedError(
-                f"the validation metrics lack the searcher metric {self._searcher_metric!r} "
-                f"(searcher.metric); reported metrics: {', '.join(sorted(metrics)) or 'none'}"
-            )
+            # Stored as it is, as the master stores it (Determined 0.26/0.38): never the best validation.
+            return False
         value = metrics[self._searcher_metric]
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             return False

@@ -235,10 +235,12 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
         _note_validation(s, trial, steps, metrics, False)
         return {"is_best": False}
     if value is None:
-        reported = ", ".join(sorted(map(str, metrics))) or "none"
-        raise RequestProblem(400, f"the searcher metric {name!r} is missing from the validation metrics "
-                                  f"(reported: {reported}); return it from the validation or change searcher.metric",
-                             [f"searcher.metric: {name!r} not among the reported metrics: {reported}"])
+        # Determined 0.26/0.38 stored such a report as it is: the searcher gets its metric from
+        # `SearcherOperation.report_completed`, and the Trial APIs' loops refuse a validation without it themselves.
+        # It cannot be the best validation.
+        _store_validation(s, trial, steps, metrics)
+        _note_validation(s, trial, steps, metrics, False)
+        return {"is_best": False}
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
         raise RequestProblem(400, f"the searcher metric {name!r} must be a number, got {value!r}")
     _store_validation(s, trial, steps, metrics)

@@ -7,7 +7,7 @@ from determined.pytorch._context import PyTorchExperimentalContext, PyTorchTrial
 from determined.pytorch._controller import PyTorchTrialController
 from determined.pytorch._data import DataLoader, data_length
 from determined.pytorch._lr_scheduler import LRScheduler, LRSchedulerStepMode
-from determined.pytorch._metric_reducer import MetricReducer
+from determined.pytorch._metric_reducer import MetricReducer, _SimpleReducer
 from determined.pytorch._model_utils import reset_parameters
 from determined.pytorch._reducer import Reducer
 from determined.pytorch._to_device import to_device

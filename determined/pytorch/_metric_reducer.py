@@ -64,6 +64,11 @@ class _FunctionReducer(MetricReducer):
         return self.fn([value for one_round in rounds for value in one_round if value is not self._MISSING])
 
 
+# Determined 0.14-0.38 named the function reducer `determined.pytorch._SimpleReducer`; code of that era imports it
+# (0.26.0's byol_pytorch casts `wrap_reducer(fn, ...)`'s result to it).
+_SimpleReducer = _FunctionReducer
+
+
 class _Wrapped:
     def __init__(self, reducer: MetricReducer, name: Optional[str], for_training: bool, for_validation: bool) -> None:
         self.reducer = reducer

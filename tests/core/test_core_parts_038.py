@@ -213,6 +213,28 @@ def test_searcher_operations_of_0_38() -> None:
             call()
 
 
+def test_only_the_chief_reports_operations_completed_and_every_rank_gets_every_operation() -> None:
+    """WorkersAskChief, as Determined 0.26's core_api/4_distributed.py uses it: the chief alone calls
+    report_completed; the workers still get each operation and then the end (they hung or stopped early)."""
+    port = free_port()
+
+    def work(rank: int) -> List[int]:
+        d = context(rank, 2, port)
+        try:
+            searcher = core.SearcherContext(None, 1, d, core.PreemptContext(None, "a", d), local_lengths=[4, 8])
+            lengths = []
+            for op in searcher.operations():
+                lengths.append(op.length)
+                d.allgather(rank)  # the training steps' collectives
+                if rank == 0:
+                    op.report_completed(1.0)
+            return lengths
+        finally:
+            d.close()
+
+    assert run_ranks(2, work) == [[4, 8], [4, 8]]
+
+
 def test_train_context_reports_of_0_38(tmp_path: pathlib.Path) -> None:
     ctx = core._make_local_context(str(tmp_path), [], {"searcher": {"metric": "loss"}}, {})
     ctx.train.report_metrics("inference", 3, {"latency": 0.25})

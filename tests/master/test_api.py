@@ -120,9 +120,9 @@ def test_trial_protocol_and_checkpoints(session: Session) -> None:
     assert ctx["latest_checkpoint"] is None and ctx["steps_completed"] == 0 and ctx["config"]["searcher"]["metric"] == "loss"
     assert session.get(f"/trials/{t1}/searcher/operation") == {"length": 20, "searcher_length": 20}
     session.post(f"/trials/{t1}/training_metrics", {"steps_completed": 10, "metrics": {"loss": 1.0}, "batch_metrics": [{"loss": 1.0}]})
-    with pytest.raises(errors.APIError) as info:
-        session.post(f"/trials/{t1}/validation_metrics", {"steps_completed": 20, "metrics": {"accuracy": 0.5}})
-    assert "'loss'" in str(info.value) and "accuracy" in str(info.value)
+    # a Core API validation without the searcher metric is stored (as Determined 0.26 did) but is never the best
+    assert session.post(f"/trials/{t1}/validation_metrics", {"steps_completed": 10, "metrics": {"accuracy": 0.5}}) == {"is_best": False}
+    assert session.get(f"/trials/{t1}")["trial"]["best_validation"] is None
     assert session.post(f"/trials/{t1}/validation_metrics", {"steps_completed": 20, "metrics": {"loss": 0.5}}) == {"is_best": True}
     session.post(f"/trials/{t1}/checkpoints", {"uuid": CK1, "steps_completed": 20, "resources": {"a.pth": 10},
                                               "framework": "torch-2", "format": "cloudpickle", "metadata": {"k": 1}})

@@ -99,3 +99,18 @@ def test_a_failing_reducer_is_named_in_the_error() -> None:
     registry.wrap(Broken(), name="broken")
     with pytest.raises(errors.InvalidTrialError, match="MetricReducer Broken .*name='broken'.* per_slot_reduce"):
         registry.reduce(False, lambda value: [value])
+
+
+def test_simple_reducer_is_the_function_reducer_that_wrap_reducer_returns() -> None:
+    """Determined 0.14-0.38's `det.pytorch._SimpleReducer`: code of that era imports it and casts wrap_reducer()'s
+    result for a function to it (0.26.0's byol_pytorch). It reduces two slots' values in batch order."""
+    from determined.pytorch import _SimpleReducer
+
+    reducer = ReducerRegistry().wrap(lambda xs: sum(xs) / len(xs), name="cls_loss")
+    assert isinstance(reducer, _SimpleReducer) and isinstance(reducer, det_torch.MetricReducer)
+    for value in (1.0, 3.0):
+        reducer.update(value)
+    other = _SimpleReducer(lambda xs: xs)
+    other.update(2.0)
+    assert other.cross_slot_reduce([reducer.per_slot_reduce(), other.per_slot_reduce()]) == [1.0, 2.0, 3.0]
+    assert reducer.cross_slot_reduce([reducer.per_slot_reduce(), [2.0]]) == pytest.approx(2.0)

@@ -15,6 +15,9 @@ from determined.pytorch.deepspeed._controller import DeepSpeedTrialController
 from determined.pytorch.deepspeed._mpu import ModelParallelUnit, make_data_parallel_mpu, make_deepspeed_mpu
 from determined.pytorch.deepspeed._trial import DeepSpeedTrial
 from determined.pytorch.deepspeed._trainer import Trainer, init
+from determined.pytorch.deepspeed import _shims
+
+_shims.accept_config_beside_args()  # DeepSpeed 0.8's initialize(args=hparams, config=dict) of 0.19-0.26 code
 
 __all__ = [
     "DeepSpeedTrial",

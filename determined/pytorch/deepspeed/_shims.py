@@ -1,5 +1,8 @@
 """Adjustments of DeepSpeed's internals (checked with DeepSpeed 0.19), all in this module."""
+import functools
 import importlib
+import inspect
+from typing import Any, Dict
 
 
 def skip_shm_comm_op() -> None:
@@ -16,3 +19,53 @@ def skip_shm_comm_op() -> None:
         return
     if callable(getattr(ds_comm_torch, "build_shm_op", None)):
         ds_comm_torch.build_shm_op = lambda: None
+
+
+class _ArgsWithoutDeepSpeedConfig:
+    """`args` as `deepspeed.initialize` should see it when `config=` is given too: `deepspeed_config` reads None,
+    every other attribute (and every assignment, such as DeepSpeed's `args.local_rank`) is the user's object's."""
+
+    def __init__(self, args: object) -> None:
+        object.__setattr__(self, "_args", args)
+
+    def __getattr__(self, name: str) -> object:
+        if name == "deepspeed_config":
+            return None
+        return getattr(object.__getattribute__(self, "_args"), name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        setattr(object.__getattribute__(self, "_args"), name, value)
+
+
+def accept_config_beside_args() -> None:
+    """Let `deepspeed.initialize(args=..., config=...)` take both, `config` winning, as DeepSpeed up to 0.8 did.
+
+    Code of Determined's 0.19-0.26 era passes the trial's hyperparameters as `args` (they name the JSON file in
+    `deepspeed_config`) together with `config=` the overwritten dict (`overwrite_deepspeed_config`): DeepSpeed 0.8's
+    engine used `config` and read `args.deepspeed_config` only without it. DeepSpeed 0.9+ asserts instead ("Not
+    sure how to proceed, we were given deepspeed configs in the deepspeed arguments and deepspeed.initialize()
+    function call"). Installed once; calls with only one of them are passed through unchanged.
+    """
+    import deepspeed
+
+    initialize = deepspeed.initialize
+    if getattr(initialize, "_det_accepts_config_beside_args", False):
+        return
+
+    @functools.wraps(initialize)
+    def initialize_accepting_both(*args: Any, **kwargs: Any) -> Any:
+        bound = _call_arguments(initialize, args, kwargs)
+        ds_args = bound.get("args")
+        given = bound.get("config") is not None or bound.get("config_params") is not None
+        if given and ds_args is not None and getattr(ds_args, "deepspeed_config", None) is not None:
+            bound["args"] = _ArgsWithoutDeepSpeedConfig(ds_args)
+            return initialize(**bound)
+        return initialize(*args, **kwargs)
+
+    initialize_accepting_both._det_accepts_config_beside_args = True  # type: ignore[attr-defined]
+    deepspeed.initialize = initialize_accepting_both
+
+
+def _call_arguments(func: Any, args: tuple, kwargs: dict) -> Dict[str, Any]:
+    """`func`'s arguments of this call by name (positional ones included)."""
+    return dict(inspect.signature(func).bind(*args, **kwargs).arguments)

@@ -1,0 +1,25 @@
+"""DeepSpeed 0.8 idioms of DeepSpeedTrial code (Determined 0.19-0.26) on DeepSpeed 0.19: `deepspeed.initialize`
+given both `args` with a `deepspeed_config` and `config=` uses `config`, as DeepSpeed 0.8 did (0.9+ asserts)."""
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+needs_deepspeed = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="needs deepspeed")
+
+
+@needs_deepspeed
+def test_initialize_with_args_and_config_uses_the_config_and_trains() -> None:
+    out = subprocess.run([sys.executable, str(HERE / "_ds_initialize_child.py")], capture_output=True, text=True,
+                         timeout=240, cwd=str(HERE.parent.parent))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    result = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["train_batch_size"] == 4  # from config=, not from the (missing) file the args name
+    assert result["moved"] > 0  # one optimizer step changed the weights
+    assert result["hparams_config"] == "no_such_ds_config.json"  # the user's object is left as it was
+    assert result["hparams_local_rank"] == 0  # except what DeepSpeed sets on args, as it always did
