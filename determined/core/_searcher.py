@@ -166,19 +166,21 @@ class SearcherContext:
             length = answer.get("searcher_length", answer.get("length"))
             op = SearcherOperation(self, length, is_chief=is_chief, batches=answer.get("length"))
             yield op
-            if not op.completed:
-                # Preempted in the middle of the operation: no more operations. Else the chief forgot to report.
-                if broadcast:
-                    preempted = self._preempt.should_preempt(auto_ack=auto_ack)  # every rank, at once
-                else:
-                    preempted = self._preempt._poll()
-                if preempted:
+            # Only the chief reports an operation completed (as in Determined), so only the chief knows whether
+            # this one was; the other ranks just wait for its next broadcast (the next operation, or the end).
+            if is_chief and not op.completed:
+                # Preempted in the middle of the operation: no more operations, on every rank. Else the chief
+                # forgot to report.
+                if self._preempt._poll():
+                    if broadcast:
+                        if auto_ack:
+                            self._preempt.acknowledge_preemption_signal()
+                        self._distributed.broadcast(None)
                     return
-                if is_chief:
-                    raise errors.DeterminedError(
-                        f"{op!r} was not reported completed: call op.report_completed(searcher_metric) after "
-                        "training to op.length and validating, before asking for the next operation"
-                    )
+                raise errors.DeterminedError(
+                    f"{op!r} was not reported completed: call op.report_completed(searcher_metric) after "
+                    "training to op.length and validating, before asking for the next operation"
+                )
 
     def acknowledge_out_of_ops(self) -> None:
         """Nothing to do: a trial that ran out of operations just exits (kept for Determined's API)."""
