@@ -235,6 +235,28 @@ def test_only_the_chief_reports_operations_completed_and_every_rank_gets_every_o
     assert run_ranks(2, work) == [[4, 8], [4, 8]]
 
 
+def test_only_the_chief_reports_operations_and_every_rank_gets_them_all() -> None:
+    """As in Determined (and its core_api 4_distributed tutorial): the workers never report an operation
+    completed; they get every operation the chief gets, then the end, and a preemption ends them all."""
+    port = free_port()
+
+    def work(rank: int) -> Dict[str, Any]:
+        with core.init(distributed=context(rank, 2, port), lengths=[3, 7, 9]) as ctx:
+            seen = []
+            for op in ctx.searcher.operations():
+                seen.append(op.length)
+                if rank == 0 and op.length == 7:
+                    ctx.preempt._preempted = True  # the master asks the trial to stop in the middle
+                    continue
+                if rank == 0:
+                    op.report_completed(1.0)
+            return {"seen": seen, "after": ctx.distributed.allgather(rank)}
+
+    out = run_ranks(2, work)
+    assert [o["seen"] for o in out] == [[3, 7], [3, 7]]
+    assert all(o["after"] == [0, 1] for o in out)  # still in step after the loop
+
+
 def test_train_context_reports_of_0_38(tmp_path: pathlib.Path) -> None:
     ctx = core._make_local_context(str(tmp_path), [], {"searcher": {"metric": "loss"}}, {})
     ctx.train.report_metrics("inference", 3, {"latency": 0.25})

@@ -132,3 +132,26 @@ class ReducerTrial(LinearTrial):
         distributed = self.context.distributed
         self.order.update(batch_idx * distributed.size + distributed.rank)
         return super().evaluate_batch(batch)
+
+
+class HorovodTrial(LinearTrial):
+    """0.20-era trial code: its own collectives through `determined.horovod.hvd` (Horovod's semantics)."""
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
+        from determined.horovod import hvd
+
+        metrics = super().train_batch(batch, epoch_idx, batch_idx)
+        rank = float(hvd.rank())
+        # Ranks hold rank+1 rows: allgather concatenates uneven first dimensions in rank order.
+        gathered = hvd.allgather(torch.full((hvd.rank() + 1, 2), rank))
+        weight = hvd.broadcast(self.model.weight.detach() + rank, root_rank=1)
+        metrics.update({
+            "hvd_size": float(hvd.size()),
+            "hvd_mean_rank": float(hvd.allreduce(torch.tensor([rank]), name="r").item()),
+            "hvd_sum_rank": float(hvd.allreduce(torch.tensor([rank]), op=hvd.Sum).item()),
+            "hvd_gathered_rows": float(len(gathered)),
+            "hvd_gathered_in_rank_order": float(gathered[:, 0].tolist() == [0.0, 1.0, 1.0]),
+            "hvd_broadcast_shift": float((weight - self.model.weight.detach()).mean().item()),
+            "hvd_objects_in_rank_order": float(hvd.allgather_object({"r": hvd.rank()}) == [{"r": 0}, {"r": 1}]),
+        })
+        return metrics

@@ -45,6 +45,7 @@ SCENARIOS: List[Dict[str, Any]] = [
     {"name": "stopped", "trial": "StopOnRankOneTrial", "lengths": [40],
      "config": _config(hyperparameters={"sleep": 0.05})},
     {"name": "reducers", "trial": "ReducerTrial", "lengths": [4, 8], "config": _config()},
+    {"name": "horovod", "trial": "HorovodTrial", "lengths": [2], "config": _config()},
 ]
 
 
@@ -150,3 +151,15 @@ def test_every_rank_hears_each_checkpoint_upload(two_slots: Dict[str, Any]) -> N
     chief, other = two_slots["uploads"]
     assert chief == other == [c["uuid"] for c in two_slots["reducers"]["checkpoints"]]
     assert len(chief) >= 1
+
+
+def test_horovod_handle_of_0_20_trials_runs_over_the_process_group(two_slots: Dict[str, Any]) -> None:
+    """`from determined.horovod import hvd` (0.12-0.20 trial code): Horovod's collectives over the 2 ranks."""
+    metrics = two_slots["horovod"]["training"][-1]["metrics"]
+    assert metrics["hvd_size"] == 2
+    assert metrics["hvd_mean_rank"] == 0.5  # Horovod's allreduce averages by default
+    assert metrics["hvd_sum_rank"] == 1.0
+    assert metrics["hvd_gathered_rows"] == 3  # 1 row from rank 0, 2 from rank 1
+    assert metrics["hvd_gathered_in_rank_order"] == 1.0
+    assert metrics["hvd_broadcast_shift"] == 1.0  # rank 1's value everywhere
+    assert metrics["hvd_objects_in_rank_order"] == 1.0
