@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from determined import searcher
 from determined.config import canonical_hparams, dotted, flat_hparams, hparam_leaves
-from determined.master import curves, importance, model_files, serialize
+from determined.master import curves, importance, kept_curves, model_files, serialize
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Experiment, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.experiment import get_experiment, load_searcher, trials_of
@@ -52,7 +52,7 @@ def experiment_metrics(request: Request, experiment_id: int,
                 return rows
 
             answer = cache.series(versions, kind, points, read, _curve_points,
-                                  load=curves.kept_loader(s, kind, points), save=computed[kind].extend)
+                                  load=kept_curves.kept_loader(s, kind, points), save=computed[kind].extend)
             for tid, (points_of, reported) in answer.items():
                 series[tid][kind] = points_of
                 names[kind].update(reported)
@@ -67,7 +67,7 @@ def experiment_metrics(request: Request, experiment_id: int,
                       "metric_names": {kind: sorted(v) for kind, v in names.items()}, "max_points": points})
     for kind, read_now in computed.items():  # read from the points: kept for the next start
         if read_now:
-            curves.keep(master, kind, points, read_now)
+            kept_curves.keep(master, kind, points, read_now)
     return _maybe_gzip(request, ('{"trials":[' + ",".join(parts) + "]," + tail[1:]).encode("utf-8"))
 
 
