@@ -181,6 +181,10 @@ class Workers:
                  prefix: str = "[rank {rank}] ", own_sessions: bool = False) -> None:
         self.procs: List["subprocess.Popen[bytes]"] = []
         self.relays: List[threading.Thread] = []
+        # Local ranks in the order their processes ended (a thread per worker waits for it): when several have
+        # failed by the time the launcher looks, the first to end is the cause, the others followed it.
+        self._ended: List[int] = []
+        self._ended_lock = threading.Lock()
         self.first_rank = first_rank
         self.own_sessions = own_sessions
         stdout, stderr = sys.stdout.buffer, sys.stderr.buffer
@@ -192,12 +196,18 @@ class Workers:
                     preexec_fn=die_with_parent,
                 )
                 self.procs.append(proc)
+                threading.Thread(target=self._note_end, args=(local_rank, proc), daemon=True).start()
                 prefix_bytes = prefix.format(rank=first_rank + local_rank).encode()
                 assert proc.stdout is not None and proc.stderr is not None
                 self.relays += [_relay(prefix_bytes, proc.stdout, stdout), _relay(prefix_bytes, proc.stderr, stderr)]
         except BaseException:
             self.kill()
             raise
+
+    def _note_end(self, local_rank: int, proc: "subprocess.Popen[bytes]") -> None:
+        proc.wait()
+        with self._ended_lock:
+            self._ended.append(local_rank)
 
     def signal_all(self, signum: int) -> None:
         for proc in self.procs:
@@ -220,7 +230,10 @@ class Workers:
         chief_done_at: Optional[float] = None
         while True:
             codes = [proc.poll() for proc in self.procs]
-            failed = [(i, c) for i, c in enumerate(codes) if c is not None and c != 0]
+            with self._ended_lock:
+                order = {rank: position for position, rank in enumerate(self._ended)}
+            failed = sorted(((i, c) for i, c in enumerate(codes) if c is not None and c != 0),
+                            key=lambda failure: order.get(failure[0], len(order)))
             if failed:
                 local_rank, code = failed[0]
                 others = [i for i, c in enumerate(codes) if c is None]
