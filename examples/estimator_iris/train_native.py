@@ -18,7 +18,7 @@ config = {
     "description": "iris DNNClassifier (Native API)",
     "hyperparameters": {
         "global_batch_size": det.Constant(16),
-        "learning_rate": det.Log(-2.5, -1.5, base=10),
+        "learning_rate": det.Log(-2, -1.3, base=10),
         "hidden_units": det.Integer(8, 16),
     },
     "searcher": {
