@@ -314,7 +314,7 @@ class BatchLoop(TrialLoop):
         total = op._batches
         while self.steps_completed < total:
             self._train_one_batch()
-            # (preempt._known() inlined: this runs after every batch)
+            # preempted already known (an earlier answer of the master, or SIGTERM): read without asking
             if (self.steps_completed < quiet_until and not context._stop_requested and not preempt._preempted
                     and not preempt._sigterm and time.monotonic() < look_at):
                 continue

@@ -101,11 +101,6 @@ class PreemptContext:
             self.acknowledge_preemption_signal()
         return decision
 
-    def _known(self) -> bool:
-        """Whether this process already knows it is preempted (an earlier answer of the master, or SIGTERM), without
-        asking: cheap enough for a training loop to look at after every batch."""
-        return self._preempted or self._sigterm
-
     def _poll(self) -> bool:
         if self._preempted or self._sigterm:
             return True

@@ -390,6 +390,28 @@ class BaseDSATSearchMethod(SearchMethod):
         """The next trial to start (first in, first out)."""
         return self.trial_tracker.queue.popleft()
 
+    # The share of the estimated largest micro batch a new config searches up to (binary and ASHA set it).
+    search_range_factor: float = 1.0
+
+    def _random_zero_stage(self) -> int:
+        return self.random.choice(sorted(self.trial_tracker.zero_stages))
+
+    def _search_data(self, hi: int) -> DSATSearchData:
+        """The search state of a new config whose micro batch size is searched in [1, hi]."""
+        return DSATSearchData(lo=1, hi=hi)
+
+    def get_random_hparams_and_search_data(self, zero_stage: int) -> Tuple[Dict[str, Any], DSATSearchData]:
+        """A config at `zero_stage` whose micro batch size starts in the middle of its search range."""
+        hparams = self._hparams_with_zero_config(zero_stage)
+        hi = max(1, int(self.search_range_factor * self.trial_tracker.approx_max_mbs_per_stage[zero_stage]))
+        data = self._search_data(hi)
+        hparams[_defaults.OVERWRITE_KEY]["train_micro_batch_size_per_gpu"] = (data.lo + data.hi) // 2
+        return hparams, data
+
+    def get_random_trial(self) -> DSATTrial:
+        hparams, data = self.get_random_hparams_and_search_data(self._random_zero_stage())
+        return self.trial_tracker.create_trial(hparams=hparams, search_data=data)
+
     def early_stopping_triggered(self) -> bool:
         """Whether the search should end early (never, unless a subclass says so)."""
         return False
@@ -595,11 +617,9 @@ class RandomDSATSearchMethod(BaseDSATSearchMethod):
         hparams[_defaults.OVERWRITE_KEY]["train_micro_batch_size_per_gpu"] = self.get_random_mbs_from_search_data(data)
         return hparams, data
 
-    def get_random_trial(self) -> DSATTrial:
+    def _random_zero_stage(self) -> int:
         stages = ({1, 2} & self.trial_tracker.successful_stages) & self.trial_tracker.zero_stages
-        zero_stage = self.random.choice(sorted(stages or self.trial_tracker.zero_stages))
-        hparams, data = self.get_random_hparams_and_search_data(zero_stage)
-        return self.trial_tracker.create_trial(hparams=hparams, search_data=data)
+        return self.random.choice(sorted(stages or self.trial_tracker.zero_stages))
 
     def early_stopping_triggered(self) -> bool:
         if self.early_stopping is None:
@@ -638,17 +658,6 @@ class BinarySearchDSATSearchMethod(BaseDSATSearchMethod):
             return [self.get_random_trial()]
         return [self._child_with_mbs(last_trial, data, (data.lo + data.hi) // 2)]
 
-    def get_random_hparams_and_search_data(self, zero_stage: int) -> Tuple[Dict[str, Any], DSATSearchData]:
-        hparams = self._hparams_with_zero_config(zero_stage)
-        hi = max(1, int(self.search_range_factor * self.trial_tracker.approx_max_mbs_per_stage[zero_stage]))
-        data = DSATSearchData(lo=1, hi=hi)
-        hparams[_defaults.OVERWRITE_KEY]["train_micro_batch_size_per_gpu"] = (data.lo + data.hi) // 2
-        return hparams, data
-
-    def get_random_trial(self) -> DSATTrial:
-        zero_stage = self.random.choice(sorted(self.trial_tracker.zero_stages))
-        hparams, data = self.get_random_hparams_and_search_data(zero_stage)
-        return self.trial_tracker.create_trial(hparams=hparams, search_data=data)
 
 
 class ASHADSATSearchMethod(BaseDSATSearchMethod):
@@ -788,17 +797,8 @@ class ASHADSATSearchMethod(BaseDSATSearchMethod):
     def max_trials_for_rung_idx(self, rung_idx: int) -> int:
         return self.min_binary_search_trials * self.divisor ** (self.asha_early_stopping + rung_idx)
 
-    def get_random_hparams_and_search_data(self, zero_stage: int) -> Tuple[Dict[str, Any], ASHADSATSearchData]:
-        hparams = self._hparams_with_zero_config(zero_stage)
-        hi = max(1, int(self.trial_tracker.approx_max_mbs_per_stage[zero_stage] * self.search_range_factor))
-        data = ASHADSATSearchData(lo=1, hi=hi, curr_rung=0)
-        hparams[_defaults.OVERWRITE_KEY]["train_micro_batch_size_per_gpu"] = (data.lo + data.hi) // 2
-        return hparams, data
-
-    def get_random_trial(self) -> DSATTrial:
-        zero_stage = self.random.choice(sorted(self.trial_tracker.zero_stages))
-        hparams, data = self.get_random_hparams_and_search_data(zero_stage)
-        return self.trial_tracker.create_trial(hparams=hparams, search_data=data)
+    def _search_data(self, hi: int) -> DSATSearchData:
+        return ASHADSATSearchData(lo=1, hi=hi, curr_rung=0)
 
 
 class _TestDSATSearchMethod(BaseDSATSearchMethod):
