@@ -23,3 +23,19 @@ def test_initialize_with_args_and_config_uses_the_config_and_trains() -> None:
     assert result["moved"] > 0  # one optimizer step changed the weights
     assert result["hparams_config"] == "no_such_ds_config.json"  # the user's object is left as it was
     assert result["hparams_local_rank"] == 0  # except what DeepSpeed sets on args, as it always did
+
+
+@needs_deepspeed
+def test_a_generator_backward_through_the_discriminator_engine_trains_as_in_deepspeed_0_8() -> None:
+    out = subprocess.run([sys.executable, str(HERE / "_ds_gan_child.py")], capture_output=True, text=True,
+                         timeout=240, cwd=str(HERE.parent.parent))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    result = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["loss"] == pytest.approx(result["ref_loss"], abs=1e-6)
+    # the generator took the same SGD step as plain torch: its gradient crossed the discriminator unscaled
+    assert result["gen_diff"] < 1e-6
+    # the discriminator's parameters collected the gradient, as with DeepSpeed 0.8 (its next zero_grad clears it)
+    assert result["disc_grad"] == pytest.approx(result["ref_disc_grad"], rel=1e-5)
+    assert result["disc_grad"] > 0
+    # a plain tensor.backward() through an engine at ZeRO stage 0 is still DeepSpeed's error
+    assert result["direct_refused"] is True

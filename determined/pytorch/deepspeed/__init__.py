@@ -18,6 +18,7 @@ from determined.pytorch.deepspeed._trainer import Trainer, init
 from determined.pytorch.deepspeed import _shims
 
 _shims.accept_config_beside_args()  # DeepSpeed 0.8's initialize(args=hparams, config=dict) of 0.19-0.26 code
+_shims.let_backward_pass_through_other_engines()  # DeepSpeed 0.8's backward through another engine (GANs)
 
 __all__ = [
     "DeepSpeedTrial",

@@ -69,3 +69,39 @@ def accept_config_beside_args() -> None:
 def _call_arguments(func: Any, args: tuple, kwargs: dict) -> Dict[str, Any]:
     """`func`'s arguments of this call by name (positional ones included)."""
     return dict(inspect.signature(func).bind(*args, **kwargs).arguments)
+
+
+def let_backward_pass_through_other_engines() -> None:
+    """Let an engine's `backward(loss)` run through the module of another engine, as DeepSpeed up to 0.8 did.
+
+    A GAN written for DeepSpeed 0.8 (0.20-0.26's `deepspeed_dcgan`) trains its generator with
+    `generator.backward(discriminator(fake) ...)`: the generator's loss flows back through the discriminator's
+    engine, whose parameters simply collected gradients (cleared by the discriminator's next `zero_grad`).
+    DeepSpeed 0.19 hooks every engine's forward output, and an engine that is not running its own `backward` and
+    cannot follow a plain `tensor.backward()` (ZeRO stage 0) raises "Direct calls to tensor.backward() are not
+    supported". Here such an engine lets the gradient through, untouched, when the backward pass was started by
+    another engine's `backward(loss)` (which already scaled the loss for its own gradient accumulation); a
+    `tensor.backward()` that no engine started still raises as before. Installed once.
+    """
+    try:
+        engine_module = importlib.import_module("deepspeed.runtime.engine")
+    except ImportError:
+        return
+    engine_cls = getattr(engine_module, "DeepSpeedEngine", None)
+    tracker = getattr(engine_module, "_ENGINE_BACKWARD_GRAPH_TRACKER", None)
+    prologue = getattr(engine_cls, "_backward_prologue", None)
+    if prologue is None or tracker is None or not hasattr(tracker, "is_current_graph_registered"):
+        return  # another DeepSpeed: nothing of this shape to adjust
+    if getattr(prologue, "_det_passes_other_engines", False):
+        return
+
+    @functools.wraps(prologue)
+    def backward_prologue(self: Any) -> Any:
+        own_backward = getattr(self, "_running_engine_backward", True)
+        torch_style = getattr(self, "_support_torch_style_backward", True)
+        if not own_backward and not torch_style and tracker.is_current_graph_registered():
+            return None  # another engine's backward(loss) passes through this engine's module
+        return prologue(self)
+
+    backward_prologue._det_passes_other_engines = True  # type: ignore[attr-defined]
+    engine_cls._backward_prologue = backward_prologue
