@@ -125,14 +125,13 @@ class Checkpoint(MasterBound):
         self.reload()
 
     def get_metrics(self, group: Optional[str] = None) -> Iterator[Any]:
-        """The metrics its trial reported up to this checkpoint's batch (`group`: only that group; default all)."""
+        """The metrics (`TrialMetrics`) reported by the trials that reported using this checkpoint
+        (`core_context.experimental.report_task_using_checkpoint`, or `report_task_using_model_version` with a
+        model version of it), trial by trial; `group`: only that group (default all). The metrics of the trial
+        that wrote the checkpoint are its trial's (`Trial.iter_metrics`)."""
         from determined.experimental.client import _metrics
 
-        groups = [group] if group is not None else _metrics.groups_of(self._session, self.trial_id)
-        for g in groups:
-            for m in _metrics.trial_metrics(self._session, self.trial_id, g):
-                if m.steps_completed <= int(self.batch_number or 0):
-                    yield m
+        return _metrics.linked_metrics(self._session, f"/checkpoints/{self.uuid}/metrics", group)
 
     @classmethod
     def _from_json(
