@@ -10,6 +10,7 @@ from determined.common.api import Session
 from determined.config import searcher_drives_trials
 from determined.core._checkpoint import CheckpointContext
 from determined.core._distributed import DistributedContext
+from determined.core._experimental import ExperimentalCoreContext
 from determined.core._info import ClusterInfo
 from determined.core._preempt import PreemptContext, PreemptMode
 from determined.core._profiler import ProfilerContext
@@ -33,7 +34,7 @@ def hand_over_trial_context(trial_id: int, answer: Dict[str, Any]) -> None:
 
 class Context:
     """Everything a trial process uses to talk to the platform: `distributed`, `train`, `checkpoint`,
-    `searcher`, `preempt`, `profiler` and `info`. Use it as a context manager (`with core.init() as
+    `searcher`, `preempt`, `profiler`, `experimental` (`report_task_using_checkpoint`/`_model_version`) and `info`. Use it as a context manager (`with core.init() as
     core_context:`), or call `close()` at the end. A `det.InvalidHP` raised inside the `with` ends the trial
     with the early exit INVALID_HP and the process exits with status 0 (Determined 0.38)."""
 
@@ -55,6 +56,7 @@ class Context:
         self.searcher = searcher
         self.preempt = preempt
         self.profiler = ProfilerContext(self._report_system_metrics, distributed)
+        self.experimental = ExperimentalCoreContext(session, info.trial_id, distributed)
         self._session = session
         # True when core.init() built `distributed` from the launcher's environment: close() closes it.
         self._owns_distributed = False

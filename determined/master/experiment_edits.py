@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from determined.master import auth, gc, names, registry, states, trial_notes
+from determined.master import auth, gc, names, registry, states, trial_notes, trial_sources
 from determined.master.db import (Checkpoint, Experiment, GroupMetrics, SearcherEvent, SearcherOperation,
                                   TrainingMetrics, Trial, TrialCurve, TrialLog, ValidationMetrics)
 from determined.master.experiment import get_experiment
@@ -86,6 +86,8 @@ def delete_experiment(master: "Master", experiment_id: int, principal: auth.Prin
     with master.write() as s:
         _refuse_registered(s, experiment_id)  # registered since the check above: its files were kept
         trial_ids = list(s.scalars(select(Trial.id).where(Trial.experiment_id == experiment_id)))
+        trial_sources.forget_experiment(
+            s, trial_ids, list(s.scalars(select(Checkpoint.uuid).where(Checkpoint.experiment_id == experiment_id))))
         for table in (TrialLog, TrainingMetrics, ValidationMetrics, GroupMetrics, SearcherOperation, TrialCurve):
             s.execute(delete(table).where(table.trial_id.in_(trial_ids)))
         s.execute(delete(Checkpoint).where(Checkpoint.experiment_id == experiment_id))

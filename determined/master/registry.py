@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Set
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from determined.master import auth, names, states
+from determined.master import auth, names, states, trial_sources
 from determined.master.db import Checkpoint, Experiment, User, utcnow
 from determined.master.db.models import Model, ModelVersion
 from determined.master.problems import RequestProblem
@@ -250,13 +250,16 @@ def update_version(s: Session, model: Model, version: int, body: Any, principal:
 def delete_version(s: Session, model: Model, version: int, principal: auth.Principal) -> None:
     """Remove a version from the model (its checkpoint stays; numbers of the others do not change)."""
     auth.check_model_owner(principal, model, "delete versions of")
-    s.delete(get_version(s, model, version))
+    row = get_version(s, model, version)
+    trial_sources.forget_versions(s, [row.id])
+    s.delete(row)
     model.last_updated_time = utcnow()
 
 
 def delete_model(s: Session, model: Model, principal: auth.Principal) -> None:
     """Delete a model and its versions (their checkpoints stay)."""
     auth.check_model_owner(principal, model, "delete")
+    trial_sources.forget_versions(s, [row.id for row in versions_of(s, model)])
     for row in versions_of(s, model):
         s.delete(row)
     s.flush()

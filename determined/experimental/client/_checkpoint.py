@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import uuid as uuidlib
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined import errors
@@ -125,14 +126,13 @@ class Checkpoint(MasterBound):
         self.reload()
 
     def get_metrics(self, group: Optional[str] = None) -> Iterator[Any]:
-        """The metrics its trial reported up to this checkpoint's batch (`group`: only that group; default all)."""
+        """The metrics (`TrialMetrics`) reported by the trials that reported using this checkpoint
+        (`core_context.experimental.report_task_using_checkpoint`, or `report_task_using_model_version` with a
+        model version of it), trial by trial; `group`: only that group (default all). The metrics of the trial
+        that wrote the checkpoint are its trial's (`Trial.iter_metrics`)."""
         from determined.experimental.client import _metrics
 
-        groups = [group] if group is not None else _metrics.groups_of(self._session, self.trial_id)
-        for g in groups:
-            for m in _metrics.trial_metrics(self._session, self.trial_id, g):
-                if m.steps_completed <= int(self.batch_number or 0):
-                    yield m
+        return _metrics.linked_metrics(self._session, f"/checkpoints/{self.uuid}/metrics", group)
 
     @classmethod
     def _from_json(
@@ -201,7 +201,20 @@ class Checkpoint(MasterBound):
         if mode is DownloadMode.DIRECT and hidden:
             raise UsageError(f"checkpoint {self.uuid}: its storage's secrets are kept by the master, so this machine "
                              "cannot read the storage directly; use mode=DownloadMode.MASTER (or AUTO)")
-        local.mkdir(parents=True, exist_ok=True)
+        # Everything goes to a staging directory beside `local` and is moved into place at the end: processes that
+        # download the same checkpoint to the same path at once (each rank of a trial, say) never read a file
+        # another one is still writing.
+        local.parent.mkdir(parents=True, exist_ok=True)
+        staging = local.parent / f".{local.name}.download-{uuidlib.uuid4().hex[:12]}"
+        staging.mkdir()
+        try:
+            self._download_into(staging, mode, hidden)
+            _move_into_place(staging, local)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return str(local)
+
+    def _download_into(self, local: pathlib.Path, mode: DownloadMode, hidden: Any) -> None:
         if mode is DownloadMode.MASTER or hidden:
             self._download_through_master(local)
         else:
@@ -218,7 +231,6 @@ class Checkpoint(MasterBound):
         # Written last: its presence marks a complete download.
         with open(local / METADATA_FILE, "w") as f:
             json.dump(self._metadata_json(), f, indent=2, sort_keys=True, default=str)
-        return str(local)
 
     def _download_through_master(self, local: pathlib.Path) -> None:
         """The files as the master reads them from storage: clients do not get the storage's secrets."""
@@ -334,6 +346,23 @@ class Checkpoint(MasterBound):
         keys = string_list(keys, "keys")
         answer = self._session.request("DELETE", f"/checkpoints/{self.uuid}/metadata", params={"keys": keys})
         self.metadata = answer["checkpoint"].get("metadata") or {}
+
+
+def _move_into_place(staging: pathlib.Path, local: pathlib.Path) -> None:
+    """Move a complete download from `staging` to `local`: in one rename when `local` is absent or empty; when
+    another process finished the same download first, its copy stays; into an existing directory of other files
+    entry by entry, `metadata.json` (the mark of a complete download) last."""
+    try:
+        os.rename(staging, local)
+        return
+    except OSError:
+        if (local / METADATA_FILE).exists():
+            return
+    for entry in sorted(staging.iterdir(), key=lambda e: e.name == METADATA_FILE):
+        target = local / entry.name
+        if entry.is_dir() and target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(entry, target)
 
 
 def _text(state: Any) -> str:

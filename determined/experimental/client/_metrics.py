@@ -50,13 +50,25 @@ def check_group(group: Any) -> str:
 
 def trial_metrics(session: Session, trial_id: int, group: str) -> Iterator[TrialMetrics]:
     """The metrics of `group` the trial reported, by steps_completed."""
-    cls = _CLASSES.get(group, TrialMetrics)
     answer = session.get(f"/trials/{trial_id}/metrics", {"group": check_group(group)})
     for m in answer["metrics"]:
-        yield cls(trial_id=trial_id, trial_run_id=int(m.get("trial_run_id") or 0),
-                  steps_completed=int(m["steps_completed"]), end_time=parse_time((m.get("end_time") or "")
-                                                                                 .rstrip("Z") or None),
-                  metrics=m["metrics"], group=group, batch_metrics=m.get("batch_metrics"))
+        yield _from_answer(trial_id, group, m)
+
+
+def _from_answer(trial_id: int, group: str, m: Dict[str, Any]) -> TrialMetrics:
+    cls = _CLASSES.get(group, TrialMetrics)
+    return cls(trial_id=trial_id, trial_run_id=int(m.get("trial_run_id") or 0),
+               steps_completed=int(m["steps_completed"]),
+               end_time=parse_time((m.get("end_time") or "").rstrip("Z") or None),
+               metrics=m["metrics"], group=group, batch_metrics=m.get("batch_metrics"))
+
+
+def linked_metrics(session: Session, path: str, group: Optional[str]) -> Iterator[TrialMetrics]:
+    """The metrics of the trials that reported using a checkpoint or a model version (`path` is its
+    `.../metrics` route): trial by trial, group by group (training, validation, then the others), by step."""
+    params = {"group": check_group(group)} if group is not None else None
+    for m in session.get(path, params)["metrics"]:
+        yield _from_answer(int(m["trial_id"]), str(m["group"]), m)
 
 
 def groups_of(session: Session, trial_id: int) -> List[str]:

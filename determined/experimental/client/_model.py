@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime
 import enum
 import warnings
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined.experimental.client._checkpoint import Checkpoint
 from determined.experimental.client._common import (Connection, MasterBound, UsageError, json_object, parse_time,
@@ -236,8 +236,12 @@ class ModelVersion:
         """Remove this version from the model (the checkpoint stays)."""
         self._model._session.delete(self._path())
 
-    def get_metrics(self, group: Optional[str] = None) -> Any:
-        """The metrics its checkpoint's trial reported up to the checkpoint (see Checkpoint.get_metrics)."""
-        return self.checkpoint.get_metrics(group)
+    def get_metrics(self, group: Optional[str] = None) -> Iterator[Any]:
+        """The metrics (`TrialMetrics`) reported by the trials that reported using this model version
+        (`report_task_using_model_version`), trial by trial; `group`: only that group (default all). A trial that
+        reported using only its checkpoint is among `self.checkpoint.get_metrics()`, not here."""
+        from determined.experimental.client import _metrics
+
+        return _metrics.linked_metrics(self._model._session, self._path() + "/metrics", group)
 
     iter_metrics = get_metrics

@@ -4,7 +4,7 @@ from typing import Any, Dict, List, Optional
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 
-from determined.master import auth, checkpoint_edits, reads, registry, serialize
+from determined.master import auth, checkpoint_edits, reads, registry, serialize, trial_sources
 from determined.master.api._deps import json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
 
@@ -15,6 +15,16 @@ router = APIRouter()
 def get_checkpoint(request: Request, uuid: str) -> Response:
     with problems_as_http(), master_of(request).read() as s:
         return json_response(lambda: reads.checkpoint(reader_of(s), uuid), f"checkpoint {uuid}")
+
+
+@router.get("/checkpoints/{uuid}/metrics")
+def checkpoint_metrics(request: Request, uuid: str, group: Optional[str] = Query(None, max_length=128),
+                       kind: Optional[str] = Query(None, max_length=32)) -> Response:
+    """`{trial_ids, metrics}`: the metrics of the trials that reported using the checkpoint (directly or through
+    one of its model versions); `group` only that group, `kind` only links of that kind (INFERENCE, FINE_TUNING)."""
+    with problems_as_http(), master_of(request).read() as s:
+        return json_response(lambda: trial_sources.checkpoint_metrics(reader_of(s), uuid, group, kind),
+                             f"the metrics of checkpoint {uuid}")
 
 
 @router.post("/checkpoints/{uuid}/metadata")

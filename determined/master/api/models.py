@@ -1,11 +1,13 @@
 """Model registry routes: create, list, describe and update models; list, get and register versions."""
 from typing import Any, Dict
 
-from fastapi import APIRouter, Body, Request
+from typing import Optional
+
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 from sqlalchemy.exc import IntegrityError
 
-from determined.master import auth, reads, registry, serialize
+from determined.master import auth, reads, registry, serialize, trial_sources
 from determined.master.api._deps import http_error, json_list, json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
 from determined.master.problems import RequestProblem
@@ -57,6 +59,16 @@ def get_version(request: Request, name: str, version: int) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
         model = registry.get_model(s, name)
         return {"version": serialize.model_version(s, model, registry.get_version(s, model, version))}
+
+
+@router.get("/models/{name}/versions/{version}/metrics")
+def version_metrics(request: Request, name: str, version: int, group: Optional[str] = Query(None, max_length=128),
+                    kind: Optional[str] = Query(None, max_length=32)) -> Response:
+    """`{trial_ids, metrics}`: the metrics of the trials that reported using this model version."""
+    with problems_as_http(), master_of(request).read() as s:
+        row = registry.get_version(s, registry.get_model(s, name), version)
+        return json_response(lambda: trial_sources.model_version_metrics(reader_of(s), row.id, group, kind),
+                             f"the metrics of version {version} of model {name!r}")
 
 
 @router.post("/models/{name}/versions")

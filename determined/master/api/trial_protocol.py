@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from determined.config import redaction
-from determined.master import allocations, auth, protocol
+from determined.master import allocations, auth, protocol, trial_sources
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
 from determined.master.db import TrainingMetrics, Trial, ValidationMetrics
@@ -177,3 +177,11 @@ def best_validation(request: Request, trial_id: int) -> Dict[str, Any]:
 def delete_checkpoint(request: Request, trial_id: int, uuid: str) -> Dict[str, Any]:
     """The trial deletes one of its checkpoints (`CheckpointContext.delete`); its files are removed after this."""
     return _write(request, trial_id, {}, lambda s, trial, _body: protocol.delete_own_checkpoint(s, trial, uuid))
+
+
+@router.post("/trials/{trial_id}/source_info")
+def source_info(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+    """`{checkpoint_uuid}` or `{model_id, model_version}` (and `kind`, INFERENCE by default): the trial used that
+    checkpoint or model version (`core_context.experimental.report_task_using_*`); only for the trial itself (its
+    own token), its experiment's owner or an admin."""
+    return _write(request, trial_id, body, trial_sources.report, wake=False)

@@ -225,6 +225,24 @@ class ModelVersion(Base):
     metadata_: Mapped[Optional[Any]] = mapped_column("metadata", JSON, nullable=True)
 
 
+class TrialSourceInfo(Base):
+    """A trial reported that it used a checkpoint (`report_task_using_checkpoint`), or a model version and its
+    checkpoint (`report_task_using_model_version`): its metrics are then read through them (migration 0012).
+    `kind` is INFERENCE or FINE_TUNING; a deleted model version leaves the link to its checkpoint."""
+
+    __tablename__ = "trial_source_infos"
+    __table_args__ = (UniqueConstraint("trial_id", "checkpoint_uuid", "model_version_id", "kind",
+                                       name="uq_trial_source_infos_link"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id"), index=True)
+    checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid"), index=True)
+    model_version_id: Mapped[Optional[int]] = mapped_column(ForeignKey("model_versions.id"), nullable=True,
+                                                            index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class ConfigTemplate(Base):
     """A named config template (`det template`): merged under the config of an experiment created with it."""
 

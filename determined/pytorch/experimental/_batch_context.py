@@ -92,6 +92,16 @@ class TorchBatchProcessorContext:
         the master, as with `core_context.train.report_metrics`."""
         self._core_context.train.report_metrics(group=group, steps_completed=steps_completed, metrics=metrics)
 
+    def report_task_using_model_version(self, model_version: Any) -> None:
+        """Record that this inference used `model_version` (an SDK `ModelVersion`): the metrics the trial reports
+        are then read by `model_version.get_metrics()` (and its checkpoint's `get_metrics()`). Chief only."""
+        self._core_context.experimental.report_task_using_model_version(model_version)
+
+    def report_task_using_checkpoint(self, checkpoint: Any) -> None:
+        """Record that this inference used `checkpoint` (an SDK `Checkpoint`): the metrics the trial reports are
+        then read by `checkpoint.get_metrics()`. Chief only."""
+        self._core_context.experimental.report_task_using_checkpoint(checkpoint)
+
     def wrap_reducer(
         self,
         reducer: Union[Callable[[List[Any]], Any], MetricReducer],
