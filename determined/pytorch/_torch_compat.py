@@ -1,6 +1,6 @@
 """Code written for the PyTorch of Determined 0.12-0.26 (torch 1.x to 2.6), run on the torch 2.x installed here.
 
-One idiom of that era no longer works and is carried over here, installed when `determined.pytorch` is imported:
+Two idioms of that era no longer work and are carried over here, installed when `determined.pytorch` is imported:
 
 * `verbose=` of the learning-rate schedulers in `torch.optim.lr_scheduler` (`StepLR(..., verbose=True)`,
   `ReduceLROnPlateau(opt, "min", verbose=True)`, and a scheduler subclass's `super().__init__(optimizer,
@@ -9,7 +9,14 @@ One idiom of that era no longer works and is carried over here, installed when `
   value each step that changes a learning rate prints what those releases printed
   (`Adjusting learning rate of group 0 to 1.0000e-02.`).
 
-Where the installed torch still has `verbose`, nothing is changed.
+  Where the installed torch still has `verbose`, nothing is changed.
+* The comparison methods' results laid out in order (`Tensor.eq`, `ne`, `lt`, `le`, `gt`, `ge`). torch 1.4 (the
+  torch of Determined 0.12/0.13's images) returned them contiguous whatever its inputs' strides; torch 1.5+ gives
+  them the strides of a non-contiguous input. The top-k accuracy that code of that era copied from PyTorch's
+  ImageNet example, `correct = pred.t().eq(...)` then `correct[:k].view(-1)`, so stops with "view size is not
+  compatible with input tensor's size and stride". Such a result is a new tensor either way, so returning it
+  contiguous changes no value and no sharing of storage, only its strides (a copy happens only when an input was
+  not contiguous).
 """
 import functools
 import inspect
@@ -78,6 +85,30 @@ def _accept_verbose(cls: type, positional_index: int) -> None:
     cls.__init__ = __init__  # type: ignore[misc]
 
 
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def _contiguous_result(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method`, with its result made contiguous when torch laid it out after a non-contiguous input."""
+
+    @functools.wraps(method)
+    def compare(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, *args, **kwargs)
+        return result if result.is_contiguous() else result.contiguous()
+
+    compare._det_contiguous_result = True  # type: ignore[attr-defined]
+    return compare
+
+
+def _contiguous_comparisons() -> None:
+    import torch
+
+    for name in _COMPARISONS:
+        method = getattr(torch.Tensor, name, None)
+        if method is not None and not getattr(method, "_det_contiguous_result", False):
+            setattr(torch.Tensor, name, _contiguous_result(method))
+
+
 def install() -> None:
     """Install the shims into the imported torch. Idempotent."""
     global _installed
@@ -85,6 +116,7 @@ def install() -> None:
         if _installed:
             return
         _installed = True
+        _contiguous_comparisons()
         from torch.optim import lr_scheduler
 
         base = getattr(lr_scheduler, "LRScheduler", None) or getattr(lr_scheduler, "_LRScheduler", None)

@@ -63,3 +63,32 @@ def test_a_verbose_scheduler_still_checkpoints_and_restores() -> None:
     restored = lr_scheduler.StepLR(_optimizer(), step_size=1, gamma=0.5)
     restored.load_state_dict(torch.load(buf, weights_only=False))
     assert restored.last_epoch == sched.last_epoch == 1
+
+
+def _topk_accuracy(output: torch.Tensor, target: torch.Tensor, topk: tuple) -> list:
+    """The accuracy of PyTorch's ImageNet example of the torch 1.4 era, as 0.12/0.13 NAS and DARTS code copied it."""
+    maxk = max(topk)
+    _, pred = output.topk(maxk, 1, True, True)
+    pred = pred.t()
+    correct = pred.eq(target.view(1, -1).expand_as(pred))
+    return [correct[:k].view(-1).float().sum(0).item() for k in topk]
+
+
+def test_comparisons_of_a_transposed_tensor_are_contiguous_as_in_torch_1_4() -> None:
+    torch.manual_seed(0)
+    output, target = torch.randn(16, 10), torch.randint(0, 10, (16,))
+    # torch itself lays the result out after the transposed input, and the old idiom's view fails on it
+    pred = output.topk(5, 1, True, True)[1].t()
+    raw = torch._C.TensorBase.eq(pred, target.view(1, -1).expand_as(pred))
+    assert not raw.is_contiguous()
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        raw[:5].view(-1)
+    top1, top5 = _topk_accuracy(output, target, (1, 5))
+    ranks = (output.argsort(1, descending=True) == target[:, None]).float().argmax(1)
+    assert top1 == float((ranks < 1).sum()) and top5 == float((ranks < 5).sum())
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        result = getattr(pred, name)(3)
+        assert result.is_contiguous()
+        assert torch.equal(result, getattr(torch._C.TensorBase, name)(pred, 3))
+    same = output.eq(0.5)  # a contiguous input's result is torch's own, not copied
+    assert same.is_contiguous() and torch.equal(same, torch._C.TensorBase.eq(output, 0.5))
