@@ -118,7 +118,7 @@ class _Trainer:
         out["boundaries"] = tf.cond(done, lambda: feats.quantile_boundaries(collected, self.lay.num_quantiles),
                                     lambda: state["boundaries"])
         out["ready"] = done
-        out["values"] = tf.cond(done, lambda: tf.zeros([0, self.lay.num_quantile_features]), lambda: collected)
+        out["values"] = tf.cond(done, lambda: collected[:0], lambda: collected)
         out["batches"] = tf.where(done, 0, batches)
         return out
 
@@ -127,7 +127,9 @@ class _Trainer:
         stats = ens.layer_stats(_ensemble(state), nodes, buckets, gradients, hessians, self.lay.num_buckets)
         if self.n_batches == 1:
             return self._use_layer(state, stats)
-        summed = tf.cond(state["batches"] > 0, lambda: state["stats"] + stats, lambda: stats)
+        # What earlier batches of this layer summed (the variable's value is stale when none did). No constant
+        # of another shape flows into the sum: Grappler's constant folding mistakes the shapes of such a graph.
+        summed = stats + tf.cond(state["batches"] > 0, lambda: state["stats"], lambda: tf.zeros_like(stats))
         batches = state["batches"] + 1
 
         def keep() -> Dict[str, tf.Tensor]:
@@ -137,7 +139,7 @@ class _Trainer:
 
         def use() -> Dict[str, tf.Tensor]:
             out = self._use_layer(state, summed / float(self.n_batches))
-            out["stats"], out["batches"] = tf.zeros([0, 0, 0, 0]), tf.constant(0)
+            out["stats"], out["batches"] = summed[:0], tf.constant(0)
             return out
 
         return tf.cond(batches >= self.n_batches, use, keep)
