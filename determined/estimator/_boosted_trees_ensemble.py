@@ -13,7 +13,8 @@ plain variables, all of them in the Estimator's checkpoint:
 
 A layer is grown from the gradient and hessian statistics of the loss, summed per node of the last layer, per
 feature and per bucket (`layer_stats`), by `grow_layer`: the best split of each node (XGBoost's gain with l1/l2
-regularization, `tree_complexity` per leaf and `min_node_weight`), two new leaves per split.
+regularization, less `tree_complexity` per split; a node whose hessian sum is below `min_node_weight` stays a
+leaf), two new leaves per split.
 """
 import dataclasses
 from typing import Dict, Tuple
@@ -127,11 +128,11 @@ def best_splits(stats: tf.Tensor, params: TreeParams) -> Dict[str, tf.Tensor]:
     g_right, h_right = g_total - g_left, h_total - h_left
     gains = (_score(g_left, h_left, params) + _score(g_right, h_right, params)
              - _score(g_total, h_total, params) - params.tree_complexity)
-    weight_left = tf.reduce_sum(h_left, axis=-1)
-    weight_right = tf.reduce_sum(h_right, axis=-1)
+    # A node splits when its hessian sum is at least min_node_weight, into two children that both hold some.
+    weight = tf.reduce_sum(h_total, axis=-1)
     valid = tf.logical_and(
-        tf.logical_and(weight_left > 0.0, weight_right > 0.0),
-        tf.logical_and(weight_left >= params.min_node_weight, weight_right >= params.min_node_weight),
+        tf.logical_and(tf.reduce_sum(h_left, axis=-1) > 0.0, tf.reduce_sum(h_right, axis=-1) > 0.0),
+        weight >= params.min_node_weight,
     )
     masked = tf.where(valid, gains, tf.fill(tf.shape(gains), float("-inf")))
     size, num_features, num_buckets = tf.shape(stats)[0], tf.shape(stats)[1], tf.shape(stats)[2]
