@@ -60,16 +60,16 @@ class _State:
                     self.variables["values"] = _variable("values_collected", tf.zeros([0, k], tf.float32))
 
     def read(self) -> Dict[str, tf.Tensor]:
-        values = {key: var.read_value() for key, var in self.variables.items()}
+        """The variables' values, reshaped to their ranks (which the variables do not fix): the graph's shape
+        inference, Grappler's included, then knows the ranks of the logits and of what follows from them."""
+        shapes = {"value": [-1, self.logits_dimension], "layer": [2],
+                  "boundaries": [self.num_quantile_features, self.num_quantiles]}
         for key in ("feature", "threshold", "left", "gain", "roots"):
-            values[key].set_shape([None])
-        values["value"].set_shape([None, self.logits_dimension])
-        values["layer"].set_shape([2])
+            shapes[key] = [-1]
         for key in ("finalized", "depth", "ready", "centered", "batches"):
-            if key in values:
-                values[key].set_shape([])
-        values["boundaries"].set_shape([self.num_quantile_features, self.num_quantiles])
-        return values
+            shapes[key] = []
+        return {key: tf.reshape(var.read_value(), shapes[key]) if key in shapes else var.read_value()
+                for key, var in self.variables.items()}
 
     def assign(self, values: Dict[str, tf.Tensor]) -> tf.Operation:
         return tf.group(*[self.variables[key].assign(values[key], read_value=False) for key in self.variables])

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from determined import estimator
+from determined.experimental import Checkpoint
 from determined.tensorflow._tf1_compat import v1_behavior
 from test_estimator_trial import run
 
@@ -218,6 +219,14 @@ class BoostedTreesTrial(estimator.EstimatorTrial):
     def build_validation_spec(self) -> tf.estimator.EvalSpec:
         return tf.estimator.EvalSpec(self._input_fn(False), steps=None)
 
+    def build_serving_input_receiver_fns(self) -> Dict[str, estimator.ServingInputReceiverFn]:
+        def serving() -> tf.estimator.export.ServingInputReceiver:
+            features = {name: tf.compat.v1.placeholder(dtype, [None], name=name) for name, dtype in
+                        [("age", tf.float32), ("fare", tf.float32), ("sex", tf.string), ("siblings", tf.int64)]}
+            return tf.estimator.export.ServingInputReceiver(features, features)
+
+        return {"raw": serving}
+
 
 def test_estimator_trial_trains_boosted_trees_and_resumes(tmp_path: pathlib.Path) -> None:
     straight = run(BoostedTreesTrial, tmp_path / "straight", [8])
@@ -231,4 +240,12 @@ def test_estimator_trial_trains_boosted_trees_and_resumes(tmp_path: pathlib.Path
     b = ensemble(str(tmp_path / "resumed" / resumed.checkpoint.reported[-1]["uuid"]))
     for key in a:
         np.testing.assert_allclose(a[key], b[key], rtol=1e-6, err_msg=key)
+
+    # The checkpoint's SavedModel predicts as the trial validated.
+    model = Checkpoint.load_from_path(str(tmp_path / "resumed" / resumed.checkpoint.reported[-1]["uuid"]),
+                                      tags=["serve"])
+    features, label, _ = tabular(100, 2)
+    outputs = model.signatures["predict"](**{k: tf.constant(v) for k, v in features.items()})
+    accuracy = float(np.mean(outputs["class_ids"].numpy().reshape(-1) == label))
+    assert accuracy == pytest.approx(resumed.train.validation_history[-1]["metrics"]["accuracy"], abs=1e-6)
 
