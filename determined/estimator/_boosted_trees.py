@@ -170,6 +170,12 @@ def _model_fn_for(head: Any, feature_columns: Sequence[Any], params: ens.TreePar
     def model_fn(features: Dict[str, Any], labels: Any, mode: str, config: Any = None) -> tf.estimator.EstimatorSpec:
         if not isinstance(features, dict):
             raise ValueError(f"BoostedTrees Estimators take features as a dict of tensors, got {type(features)}")
+        if tf.distribute.has_strategy() and tf.distribute.get_strategy().num_replicas_in_sync > 1:
+            raise ValueError(
+                f"BoostedTrees Estimators train on one replica, as TF 1.15's did; this one runs under a "
+                f"distribution strategy of {tf.distribute.get_strategy().num_replicas_in_sync} replicas: train it on "
+                f"one slot (resources.slots_per_trial: 1)"
+            )
         state_vars = _State(lay, params, n_batches_per_layer, center_bias)
         state = state_vars.read()
         buckets = feats.bucket_matrix(features, lay, state["boundaries"])
