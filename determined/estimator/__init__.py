@@ -2,12 +2,17 @@
 
 Importing it installs the TensorFlow 1.x idioms of determined.tensorflow._tf1_compat (docs/estimator.md), with
 the TF 1.x names of the `tf` namespace that the graph code of Estimator trials of TF 1.x used
-(`tf.train.exponential_decay`, `tf.train.AdamOptimizer`, `tf.placeholder`, ...).
+(`tf.train.exponential_decay`, `tf.train.AdamOptimizer`, `tf.placeholder`, ...), and TF 1.x's BoostedTrees
+Estimators (`tf.estimator.BoostedTreesClassifier`, ..., determined/estimator/_tf1_compat.py).
 """
-from determined.tensorflow import _tf1_compat
+from determined.tensorflow import _tf1_compat as _tf_compat
 
-_tf1_compat.install()
-_tf1_compat.fill_tf1_names()
+_tf_compat.install()
+_tf_compat.fill_tf1_names()
+
+from determined.estimator._tf1_compat import install_boosted_trees  # noqa: E402
+
+install_boosted_trees()
 
 from determined.estimator._checkpoint import load_estimator_from_checkpoint_path  # noqa: E402
 from determined.estimator._controller import EstimatorTrialController  # noqa: E402
