@@ -46,3 +46,28 @@ def test_names_numpy_defines_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> 
     fake.int = "changed"  # type: ignore[attr-defined]
     _numpy_compat.install()  # idempotent: a second call changes nothing
     assert fake.int == "changed"  # type: ignore[attr-defined]
+
+
+def _numpy2_sum(a, *args, **kwargs):
+    """np.sum as NumPy 2.4 answers a generator (the test environment's NumPy 1.26 still sums it)."""
+    if isinstance(a, types.GeneratorType):
+        raise TypeError("Calling np.sum(generator) is deprecated.")
+    return np.sum(a, *args, **kwargs)
+
+
+def test_np_sum_of_a_generator_is_python_sum_as_in_numpy_1() -> None:
+    """DARTS code of 0.13: `np.sum(np.prod(v.size()) for v in model.parameters())` to count parameters."""
+    fake_np = types.SimpleNamespace(sum=_numpy2_sum)
+    assert not _numpy_compat._sums_generators(fake_np)
+    shimmed = _numpy_compat._sum_accepting_generators(_numpy2_sum)
+    with pytest.warns(DeprecationWarning, match="np.sum\\(generator\\)"):
+        assert shimmed(np.prod(s) for s in [(2, 3), (4,)]) == 10
+    out = np.zeros(())
+    with pytest.warns(DeprecationWarning):
+        assert shimmed((x for x in [1.5, 2.5]), out=out) is out
+    assert float(out) == 4.0
+    # every other call is NumPy's own
+    assert shimmed(np.arange(6).reshape(2, 3), axis=0).tolist() == [3, 5, 7]
+    # a NumPy that still sums generators is left alone
+    _numpy_compat.install()
+    assert _numpy_compat._sums_generators(np) and not getattr(np.sum, "_det_sums_generators", False)
