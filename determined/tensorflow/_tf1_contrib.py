@@ -16,6 +16,7 @@ ImportError, so `try: from tensorflow.contrib... except ImportError:` falls back
 missing, say that TF 1.x's tf.contrib is gone in TF 2.15 and what to use instead.
 """
 import importlib.abc
+import importlib.machinery
 import math
 import numbers
 import sys
@@ -520,6 +521,7 @@ class _ContribModule(ModuleType):
         super().__init__(name, f"TF 1.x's {name.replace('tensorflow', 'tf', 1)}, as far as it is carried over to "
                                f"TF 2.15 (determined/tensorflow/_tf1_contrib.py).")
         self.__path__: List[str] = []  # a package: `import tensorflow.contrib.<x>` reaches _ContribFinder
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
         self.__all__ = sorted(names)
         for attr, value in names.items():
             setattr(self, attr, value)
