@@ -234,6 +234,12 @@ def fill_tf1_names() -> None:
 
     with _lock:
         fill(tf, tf.compat.v1, 1)
+        # Tensorpack, imported on TF 2 first, puts tf.keras.layers at `tf.layers` (TF 2.15 has none); TF 1.x code
+        # and Tensorpack's own layers mean TF 1.x's layers there, which also add batch norm's moving-average
+        # updates to the UPDATE_OPS collection that a train op runs (tf.contrib.layers.optimize_loss, ...).
+        layers = getattr(tf, "layers", None)
+        if isinstance(layers, ModuleType) and str(getattr(layers, "__name__", "")).startswith("keras."):
+            tf.layers = tf.compat.v1.layers
 
 
 # ---------------------------------------------------------------- V1 behaviour

@@ -245,3 +245,20 @@ def test_estimator_trial_trains_with_optimize_loss(tmp_path: pathlib.Path) -> No
     losses = [r["metrics"]["loss"] for r in context.train.training_history]
     assert losses[-1] < losses[0], losses
     assert context.train.validation_history[-1]["metrics"]["accuracy"] > 0.5
+
+
+def test_tf_layers_batch_norm_updates_run_with_optimize_loss_after_tensorpack_set_keras_layers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from determined.tensorflow import _tf1_compat
+
+    monkeypatch.setattr(tf, "layers", tf.keras.layers)  # what `import tensorpack` does on TF 2 when tf has none
+    _tf1_compat.fill_tf1_names()
+    assert tf.layers is tf.compat.v1.layers
+    with v1_behavior(), tf.Graph().as_default():
+        x = tf.constant(np.random.RandomState(0).randn(32, 3).astype(np.float32) + 5.0)
+        bn = tf.layers.BatchNormalization(momentum=0.5)
+        loss = tf.reduce_mean(tf.square(tf.layers.dense(bn(x, training=True), 1)))
+        train_op = tf.contrib.layers.optimize_loss(loss, tf.train.get_or_create_global_step(), 0.01, "SGD")
+        _, moving_mean = _train(train_op, 4, bn.moving_mean)
+    assert np.all(moving_mean > 4.0), moving_mean  # from 0 towards the batch mean, 5
