@@ -1,9 +1,9 @@
 """`tf.contrib` of TF 1.x, for the graph-mode code of Estimator and Tensorpack trials written for TF 1.15.
 
 TF 2.15 has no `tf.contrib`. Code of Determined 0.12/0.13's era took a few of its names for granted, most of all
-`tf.contrib.layers.optimize_loss` in an Estimator's model_fn. `install()` puts a `tf.contrib` back (the attribute
-and the `tensorflow.contrib[.layers|.framework]` modules) holding those names, each with TF 1.15's signature and
-meaning (docs/estimator.md lists them):
+`tf.contrib.layers.optimize_loss` in an Estimator's model_fn. `install()` (run by _tf1_compat.install(), with the
+other TF 1.x idioms) puts a `tf.contrib` back (the attribute and the `tensorflow.contrib[.layers|.framework]`
+modules) holding those names, each with TF 1.15's signature and meaning (docs/estimator.md lists them):
 
 * `tf.contrib.layers`: `optimize_loss`, `OPTIMIZER_CLS_NAMES`, `OPTIMIZER_SUMMARIES`, the regularizers
   (`l1_regularizer`, `l2_regularizer`, `l1_l2_regularizer`, `sum_regularizer`, `apply_regularization`) and the
