@@ -16,6 +16,8 @@ common idioms over, for tf.keras and tf.estimator alike (docs/keras.md and docs/
 * `fill_tf1_names()`: TF 1.x names missing from the `tf` namespace (`tf.train.AdamOptimizer`, `tf.placeholder`,
   ...), for the graph-mode code of Tensorpack trials.
 * `v1_behavior()`: TF 1.x graph-building behaviour for a while (Estimator and Tensorpack trials).
+* `tf.contrib`: the names of TF 1.x's tf.contrib that code of that era relied on (`tf.contrib.layers.optimize_loss`,
+  ...) and a clear error for the others (determined/tensorflow/_tf1_contrib.py).
 
 `install_when_imported()` needs no TensorFlow: the harness calls it before it imports a trial's code, and the
 shims are installed the moment that code imports TensorFlow; `install()` installs them at once.
@@ -232,6 +234,12 @@ def fill_tf1_names() -> None:
 
     with _lock:
         fill(tf, tf.compat.v1, 1)
+        # Tensorpack, imported on TF 2 first, puts tf.keras.layers at `tf.layers` (TF 2.15 has none); TF 1.x code
+        # and Tensorpack's own layers mean TF 1.x's layers there, which also add batch norm's moving-average
+        # updates to the UPDATE_OPS collection that a train op runs (tf.contrib.layers.optimize_loss, ...).
+        layers = getattr(tf, "layers", None)
+        if isinstance(layers, ModuleType) and str(getattr(layers, "__name__", "")).startswith("keras."):
+            tf.layers = tf.compat.v1.layers
 
 
 # ---------------------------------------------------------------- V1 behaviour
@@ -284,6 +292,9 @@ def install() -> None:
 
         _install_legacy_optimizers()
         _install_keras_modules()
+        from determined.tensorflow import _tf1_contrib
+
+        _tf1_contrib.install()
 
 
 class _OnTensorFlowImport(importlib.abc.MetaPathFinder):
