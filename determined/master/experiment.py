@@ -61,7 +61,18 @@ def trials_of(s: Session, experiment_id: int) -> List[Trial]:
 
 def pending_operations(s: Session, trial_id: int) -> List[SearcherOperation]:
     query = select(SearcherOperation).where(SearcherOperation.trial_id == trial_id, SearcherOperation.completed.is_(False))
-    return list(s.scalars(query.order_by(SearcherOperation.id)))
+    query = query.order_by(SearcherOperation.id)
+    if _operations_unflushed(s):
+        return list(s.scalars(query))
+    # Nothing the session changed can alter the answer: no flush of its other changes (the ending trial's run
+    # fields, say) just for this read; they are written with the rest of the transaction.
+    with s.no_autoflush:
+        return list(s.scalars(query))
+
+
+def _operations_unflushed(s: Session) -> bool:
+    """Whether the session holds searcher operations it has added, changed or deleted but not flushed yet."""
+    return any(isinstance(obj, SearcherOperation) for changed in (s.new, s.dirty, s.deleted) for obj in changed)
 
 
 def latest_own_checkpoint(s: Session, trial_id: int) -> Optional[Checkpoint]:
@@ -194,7 +205,7 @@ class TrainedUnits(Mapping[str, float]):
 
     def __init__(self, s: Session, exp: Experiment, unit: str) -> None:
         self._s, self._exp, self._unit = s, exp, unit
-        self._known: Dict[str, float] = dict(self._rows(Trial.state.not_in(states.TRIAL_TERMINAL)))
+        self._known: Dict[str, float] = dict(self._rows(Trial.state.in_(sorted(states.TRIAL_OPEN))))
         self._all = False
 
     def _rows(self, *where: Any) -> List[Tuple[str, float]]:
@@ -390,7 +401,7 @@ def _check_done(s: Session, exp: Experiment) -> None:
     if exp.state in states.EXPERIMENT_TERMINAL:
         return
     # One indexed probe, not every trial: it runs at each trial's end, and a search may have thousands.
-    open_trial = select(Trial.id).where(Trial.experiment_id == exp.id, Trial.state.not_in(sorted(states.TRIAL_TERMINAL)))
+    open_trial = select(Trial.id).where(Trial.experiment_id == exp.id, Trial.state.in_(sorted(states.TRIAL_OPEN)))
     if s.scalars(open_trial.limit(1)).first() is not None:
         return
     if exp.state == states.STOPPING_CANCELED:
