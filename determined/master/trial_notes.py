@@ -77,6 +77,7 @@ def end_notes(s: Any, trial_ids: Iterable[int]) -> List[Note]:
     for exp_id, trials in by_experiment.items():
         exp = reads.experiment_row(db, exp_id)
         for start in range(0, len(trials), _END_NOTES_CHUNK):
-            for trial_id, (status, reason) in trial_status.statuses(db, exp, trials[start:start + _END_NOTES_CHUNK]).items():
+            chunk = trials[start:start + _END_NOTES_CHUNK]
+            for trial_id, (status, reason) in trial_status.statuses(db, exp, chunk).items():
                 texts[trial_id] = f"{PREFIX}trial ended: {status}" + (f": {reason}" if reason else "")
     return [(trial_id, utcnow(), texts[trial_id]) for trial_id in wanted]
