@@ -2,15 +2,15 @@
 import logging
 import secrets
 import uuid
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from determined import searcher
 from determined.config.entrypoint import runs_a_script
 from determined.master import log_policies, states, trial_notes
-from determined.master.db import Experiment, Trial, utcnow
+from determined.master.db import Experiment, SearcherOperation, Trial, utcnow
 from determined.master.experiment import (
     _check_done,
     _end_trial,
@@ -29,8 +29,25 @@ EARLY_EXIT_STATES = {"ERRORED": states.ERROR, "USER_CANCELED": states.CANCELED, 
 SEARCHER_REASONS = {"USER_REQUESTED_STOP": searcher.ExitedReason.USER_CANCELED.value}
 
 
-def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
-    """Record a new run of the trial; returns its allocation id and session token."""
+def first_pending_lengths(s: Session, trials: Sequence[Trial]) -> Dict[int, Optional[int]]:
+    """For trials about to start: the length (in batches) of each one's first pending searcher operation, or
+    None when it has none; one query for all of them (`start_allocation` tells it in the run's start note)."""
+    out: Dict[int, Optional[int]] = {t.id: None for t in trials}
+    if not out:
+        return out
+    rows = s.execute(select(SearcherOperation.trial_id, SearcherOperation.length_batches)
+                     .where(SearcherOperation.trial_id.in_(sorted(out)), SearcherOperation.completed.is_(False))
+                     .order_by(SearcherOperation.id))
+    for trial_id, length_batches in rows:
+        if out[trial_id] is None:
+            out[trial_id] = int(length_batches)
+    return out
+
+
+def start_allocation(s: Session, trial: Trial,
+                     first_work: Optional[Mapping[int, Optional[int]]] = None) -> Tuple[str, str]:
+    """Record a new run of the trial; returns its allocation id and session token. `first_work`: what
+    `first_pending_lengths` read for the trials starting together (else it is read here)."""
     exp = get_experiment(s, trial.experiment_id)
     rollback_to_checkpoint(s, exp, trial)
     if not trial.runs:
@@ -41,12 +58,29 @@ def start_allocation(s: Session, trial: Trial) -> Tuple[str, str]:
     trial.preempt_requested = False
     trial.preempt_acked = False
     trial.early_exit_reason = None
-    pending = pending_operations(s, trial.id)
+    if first_work is not None and trial.id in first_work:
+        length: Optional[int] = first_work[trial.id]
+    else:
+        pending = pending_operations(s, trial.id)
+        length = pending[0].length_batches if pending else None
     checkpoint = trial.latest_checkpoint_uuid or trial.warm_start_checkpoint_uuid
     start = f"from checkpoint {checkpoint} at batch {trial.total_batches}" if checkpoint else "at batch 0"
-    work = f"; it trains to {pending[0].length_batches} batches" if pending else ""
+    work = f"; it trains to {length} batches" if length is not None else ""
     trial_notes.note(s, trial.id, f"run {trial.runs} starts {start}{work}")
     return trial.allocation_id, trial.session_token
+
+
+def load_for_exits(s: Session, trial_ids: Sequence[int]) -> List[Any]:
+    """Load the trials of ended runs and their experiments (without the model definition archive) into the
+    session in two queries; the caller keeps the returned objects while it records the exits, so that
+    `process_exited` finds them in the session's identity map instead of reading them one by one."""
+    if not trial_ids:
+        return []
+    trials = list(s.scalars(select(Trial).where(Trial.id.in_(sorted(set(trial_ids))))))
+    exp_ids = sorted({t.experiment_id for t in trials})
+    exps = list(s.scalars(select(Experiment).where(Experiment.id.in_(exp_ids))
+                          .options(defer(Experiment.model_def)))) if exp_ids else []
+    return [*trials, *exps]
 
 
 def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: int, *, master_stopping: bool = False) -> None:

@@ -11,7 +11,7 @@ import hashlib
 import logging
 from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, object_session
 
 from determined import searcher
@@ -61,7 +61,18 @@ def trials_of(s: Session, experiment_id: int) -> List[Trial]:
 
 def pending_operations(s: Session, trial_id: int) -> List[SearcherOperation]:
     query = select(SearcherOperation).where(SearcherOperation.trial_id == trial_id, SearcherOperation.completed.is_(False))
-    return list(s.scalars(query.order_by(SearcherOperation.id)))
+    query = query.order_by(SearcherOperation.id)
+    if _operations_unflushed(s):
+        return list(s.scalars(query))
+    # Nothing the session changed can alter the answer: no flush of its other changes (the ending trial's run
+    # fields, say) just for this read; they are written with the rest of the transaction.
+    with s.no_autoflush:
+        return list(s.scalars(query))
+
+
+def _operations_unflushed(s: Session) -> bool:
+    """Whether the session holds searcher operations it has added, changed or deleted but not flushed yet."""
+    return any(isinstance(obj, SearcherOperation) for changed in (s.new, s.dirty, s.deleted) for obj in changed)
 
 
 def latest_own_checkpoint(s: Session, trial_id: int) -> Optional[Checkpoint]:
@@ -174,7 +185,10 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     exp.searcher_snapshot = method.snapshot()
     exp.progress = 1.0 if exp.searcher_shutdown else method.progress(trained_units(s, exp, method.unit))
     s.flush()
-    _check_done(s, exp)
+    # A trial this call created and that is still open keeps the experiment going: no need to look (the usual
+    # event of a search, a trial's end that creates the next one).
+    if not any(t.state not in states.TRIAL_TERMINAL for t in created.trials.values()):
+        _check_done(s, exp)
 
 
 def trained_units(s: Session, exp: Experiment, unit: str) -> "TrainedUnits":
@@ -191,7 +205,7 @@ class TrainedUnits(Mapping[str, float]):
 
     def __init__(self, s: Session, exp: Experiment, unit: str) -> None:
         self._s, self._exp, self._unit = s, exp, unit
-        self._known: Dict[str, float] = dict(self._rows(Trial.state.not_in(states.TRIAL_TERMINAL)))
+        self._known: Dict[str, float] = dict(self._rows(Trial.state.in_(sorted(states.TRIAL_OPEN))))
         self._all = False
 
     def _rows(self, *where: Any) -> List[Tuple[str, float]]:
@@ -387,7 +401,7 @@ def _check_done(s: Session, exp: Experiment) -> None:
     if exp.state in states.EXPERIMENT_TERMINAL:
         return
     # One indexed probe, not every trial: it runs at each trial's end, and a search may have thousands.
-    open_trial = select(Trial.id).where(Trial.experiment_id == exp.id, Trial.state.not_in(sorted(states.TRIAL_TERMINAL)))
+    open_trial = select(Trial.id).where(Trial.experiment_id == exp.id, Trial.state.in_(sorted(states.TRIAL_OPEN)))
     if s.scalars(open_trial.limit(1)).first() is not None:
         return
     if exp.state == states.STOPPING_CANCELED:
@@ -433,13 +447,19 @@ def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
     """Delete the trial's metrics reported after its latest checkpoint, so a restart never duplicates them."""
     ckpt = latest_own_checkpoint(s, trial.id)
     steps = ckpt.steps_completed if ckpt is not None else start_steps(s, trial)
-    trained = s.execute(delete(TrainingMetrics).where(TrainingMetrics.trial_id == trial.id,
-                                                      TrainingMetrics.steps_completed > steps)).rowcount
+    training = (TrainingMetrics.trial_id == trial.id, TrainingMetrics.steps_completed > steps)
     # The profiler's system metrics are counted in seconds, not batches: they stay.
-    s.execute(delete(GroupMetrics).where(GroupMetrics.trial_id == trial.id, GroupMetrics.steps_completed > steps,
-                                         GroupMetrics.group_name.not_in(SYSTEM_GROUPS)))
-    removed = s.execute(delete(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id,
-                                                        ValidationMetrics.steps_completed > steps)).rowcount
+    groups = (GroupMetrics.trial_id == trial.id, GroupMetrics.steps_completed > steps,
+              GroupMetrics.group_name.not_in(SYSTEM_GROUPS))
+    validations = (ValidationMetrics.trial_id == trial.id, ValidationMetrics.steps_completed > steps)
+    # One probe first: a run usually starts or stops with nothing past its checkpoint, and then needs no DELETE.
+    s.flush()
+    any_training, any_groups, any_validations = s.execute(select(
+        exists().where(*training), exists().where(*groups), exists().where(*validations))).one()
+    trained = s.execute(delete(TrainingMetrics).where(*training)).rowcount if any_training else 0
+    if any_groups:
+        s.execute(delete(GroupMetrics).where(*groups))
+    removed = s.execute(delete(ValidationMetrics).where(*validations)).rowcount if any_validations else 0
     trial.total_batches = steps
     if trained or removed:  # its kept learning curves are out of date (a restart that removes nothing keeps them)
         trial.metrics_version = (trial.metrics_version or 0) + 1

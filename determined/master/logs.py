@@ -14,7 +14,7 @@ import errno
 import logging
 import queue
 import threading
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
@@ -27,6 +27,7 @@ logger = logging.getLogger("determined.master")
 Line = Tuple[int, datetime.datetime, str, str]
 DEFAULT_TRIAL_BYTES = 256 * 1024 * 1024
 MAX_QUEUED_LINES = 200_000  # lines waiting for the writer; beyond, new lines are dropped and counted
+_VOLUME_CHUNK = 500  # trials whose stored log volume one query reads
 _RUN_ENDED = "\0run-ended"  # a queue entry, not a line: a run of the trial ended
 
 
@@ -140,10 +141,8 @@ class LogWriter:
         """The rows to insert: lines within their trial's limit, the limit's markers."""
         rows: List[Dict[str, object]] = []
         limit = self.limits.trial_bytes
+        self._read_volumes(s, {trial_id for trial_id, _, _, _ in lines if trial_id not in self._volume})
         for trial_id, ts, stream, message in lines:
-            if trial_id not in self._volume:
-                self._volume[trial_id] = int(s.scalar(select(func.coalesce(func.sum(func.length(TrialLog.message)), 0))
-                                                      .where(TrialLog.trial_id == trial_id)) or 0)
             if stream == _RUN_ENDED:
                 over = self._over.pop(trial_id, None)
                 if over is not None and over.lines:
@@ -161,6 +160,19 @@ class LogWriter:
             self._volume[trial_id] = volume + len(message)
             rows.append(_row(trial_id, ts, stream, message))
         return rows
+
+    def _read_volumes(self, s: Session, trial_ids: Set[int]) -> None:
+        """The characters stored so far for trials this writer has not seen yet: one grouped query per flush (a
+        tick that starts and ends many runs writes the first lines of many trials at once)."""
+        wanted = sorted(trial_ids)
+        for start in range(0, len(wanted), _VOLUME_CHUNK):
+            chunk = wanted[start:start + _VOLUME_CHUNK]
+            for trial_id in chunk:
+                self._volume[trial_id] = 0
+            rows = s.execute(select(TrialLog.trial_id, func.coalesce(func.sum(func.length(TrialLog.message)), 0))
+                             .where(TrialLog.trial_id.in_(chunk)).group_by(TrialLog.trial_id))
+            for trial_id, volume in rows:
+                self._volume[int(trial_id)] = int(volume or 0)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

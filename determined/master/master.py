@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Seque
 from sqlalchemy import event as sqlalchemy_event
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session, object_session, sessionmaker
+from sqlalchemy.orm import Session, defer, object_session, sessionmaker
 
 from determined import errors
 from determined.common.framework_scan import TrialImports, scan_archive
@@ -385,7 +385,7 @@ class Master:
         with self.read() as s:
             running = list(s.scalars(select(Trial.experiment_id).where(Trial.allocation_id.is_not(None)).distinct()))
             for exp_id in running:
-                exp = s.get(Experiment, exp_id)
+                exp = s.get(Experiment, exp_id, options=[defer(Experiment.model_def)])
                 value = progress_now(s, exp) if exp is not None else None
                 if value is not None and abs(value - float(exp.progress or 0.0)) >= 1e-6:
                     moved[exp_id] = value
@@ -419,12 +419,14 @@ class Master:
         if self.log_writer is not None:
             for trial_id, _, _ in new:
                 self.log_writer.run_ended(trial_id)
-            self.log_writer.flush()
         recorded = 0
         try:
             with self.write() as s:
                 self.log_policies.record(s)  # a run's matches count before its exit is handled (cancel_retries)
                 started = time.monotonic()
+                # The ended runs' trials and experiments in two queries, held for the transaction: the session
+                # keeps only weak references, and each exit would read its trial and experiment again.
+                held = allocations.load_for_exits(s, [trial_id for trial_id, _, _ in exits])
                 for trial_id, allocation_id, code in exits:
                     self.log_policies.forget(trial_id, allocation_id)
                     allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
@@ -432,12 +434,19 @@ class Master:
                     if not master_stopping and time.monotonic() - started >= TICK_BUDGET_S:
                         break
         except Exception as e:
+            if self.log_writer is not None:
+                self.log_writer.flush()  # the runs' own lines, stored even when their ends are not recorded yet
             if not self._unrecorded_exits_logged:
                 logger.error("could not record the exit of %s trial run(s) (%s); retrying%s", len(exits),
                              str(e).splitlines()[0][:300] if str(e) else e.__class__.__name__,
                              " until the disk has space again" if is_disk_full(e) else "")
             self._unrecorded_exits, self._unrecorded_exits_logged = exits, True
             return
+        del held
+        if self.log_writer is not None:
+            # The runs' last lines, their end markers and the master's notes, in one flush (a no-op when the
+            # notes of the transaction flushed them already).
+            self.log_writer.flush()
         self.exits_recorded += recorded
         if recorded < len(exits):  # the tick's budget is spent: the next tick records the rest, at once
             self._unrecorded_exits = exits[recorded:]
@@ -473,13 +482,15 @@ class Master:
         if free > 0 or zero_room > 0:
             with self.write() as s:
                 started = time.monotonic()
-                for trial in scheduler.pick_trials(s, free, zero_room):
+                experiments: Dict[int, Experiment] = {}  # held while the trials start (the session's are weak)
+                picked = scheduler.pick_trials(s, free, zero_room, experiments)
+                first_work = allocations.first_pending_lengths(s, picked)
+                for trial in picked:
                     if launches and time.monotonic() - started >= TICK_BUDGET_S:
                         self.wake()  # the tick's budget is spent: the next tick starts the others, at once
                         break
-                    exp = s.get(Experiment, trial.experiment_id)
-                    assert exp is not None
-                    allocation_id, token = allocations.start_allocation(s, trial)
+                    exp = experiments[trial.experiment_id]
+                    allocation_id, token = allocations.start_allocation(s, trial, first_work)
                     self.log_policies.watch(trial.id, allocation_id, exp.config)
                     env = environment_variables(exp.config, "cuda" if self.rm.slots.kind == "gpu" else "cpu")
                     script = runs_a_script(exp.config)

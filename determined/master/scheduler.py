@@ -1,10 +1,10 @@
 """Choosing which trials get free slots: by `resources.priority` (a smaller number first, as Determined's priority
 scheduler; default 42), then fair share across experiments of the same priority, FIFO within and on ties."""
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from determined.master import states, trial_notes
 from determined.master.actions import config_value
@@ -31,14 +31,25 @@ def slots_per_trial(exp: Experiment) -> int:
     return int(config_value(exp.config, "resources", "slots_per_trial", default=1))
 
 
-def pick_trials(s: Session, free_slots: int, zero_slot_room: int = 0) -> List[Trial]:
+def active_experiments(s: Session) -> List[Experiment]:
+    """The active experiments whose trials the master runs, without their model definition archive (read only
+    when a trial of theirs first starts: it may be tens of MB, and this runs at every tick)."""
+    return list(s.scalars(select(Experiment).where(Experiment.state == states.ACTIVE, Experiment.unmanaged.is_not(True))
+                          .options(defer(Experiment.model_def)).order_by(Experiment.id)))
+
+
+def pick_trials(s: Session, free_slots: int, zero_slot_room: int = 0,
+                experiments: Optional[Dict[int, Experiment]] = None) -> List[Trial]:
     """Trials to start now on `free_slots` slots, honouring slots_per_trial, max_slots and max_concurrent_trials.
 
     A trial of `slots_per_trial: 0` (Determined's zero-slot task: CPU only, no GPU) takes no slot; at most
-    `zero_slot_room` more of them start now (the master bounds how many run at once)."""
+    `zero_slot_room` more of them start now (the master bounds how many run at once). `experiments`, when
+    given, receives the active experiments by id (the caller starting the trials then finds them in the
+    session without reading them again)."""
     demands: Dict[int, _Demand] = {}
-    for exp in s.scalars(select(Experiment).where(Experiment.state == states.ACTIVE,
-                                                  Experiment.unmanaged.is_not(True)).order_by(Experiment.id)):
+    for exp in active_experiments(s):
+        if experiments is not None:
+            experiments[exp.id] = exp
         per_trial = slots_per_trial(exp)
         demands[exp.id] = _Demand(exp=exp, waiting=[], running_trials=0, running_slots=0, slots_per_trial=per_trial,
                                   max_slots=int(config_value(exp.config, "resources", "max_slots", default=0) or 0),
@@ -81,8 +92,7 @@ def pick_trials(s: Session, free_slots: int, zero_slot_room: int = 0) -> List[Tr
 
 def has_zero_slot_work(s: Session) -> bool:
     """Whether an active experiment has `slots_per_trial: 0` (a read: its trials may start with no free slot)."""
-    return any(slots_per_trial(exp) == 0 for exp in s.scalars(select(Experiment).where(
-        Experiment.state == states.ACTIVE, Experiment.unmanaged.is_not(True))))
+    return any(slots_per_trial(exp) == 0 for exp in active_experiments(s))
 
 
 def _may_grow(d: _Demand) -> bool:

@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Tuple
 from determined.common.formats import fmt_bytes, fmt_number
 from determined.master import reads, trial_status
 from determined.master.db import utcnow
-from determined.master.dbread import reader_of
+from determined.master.dbread import TRIAL_COLUMNS, in_list, reader_of
 
 STREAM = "master"
 PREFIX = "[master] "
@@ -53,12 +53,31 @@ def checkpoint_text(uuid: str, steps: int, resources: Mapping[str, Any], at: dat
             f"saved {at.strftime('%Y-%m-%d %H:%M:%S')} UTC")
 
 
+_END_NOTES_CHUNK = 50  # trials whose statuses are read together (trial_status reads only theirs up to 50)
+
+
 def end_notes(s: Any, trial_ids: Iterable[int]) -> List[Note]:
-    """`trial ended: STATUS: why` for each trial (read after the change that ended it committed)."""
+    """`trial ended: STATUS: why` for each trial (read after the change that ended it committed).
+
+    The trials that ended in one transaction (a scheduler tick records many) are read together: their rows in
+    one query, each experiment once, the statuses of up to 50 trials of an experiment in one pass."""
     db = reader_of(s)
-    out: List[Note] = []
-    for trial_id in dict.fromkeys(trial_ids):
-        trial = reads.trial_row(db, trial_id)
-        status, reason = trial_status.statuses(db, reads.experiment_row(db, trial.experiment_id), [trial])[trial_id]
-        out.append((trial_id, utcnow(), f"{PREFIX}trial ended: {status}" + (f": {reason}" if reason else "")))
-    return out
+    wanted = list(dict.fromkeys(int(t) for t in trial_ids))
+    rows: Dict[int, Any] = {}
+    for start in range(0, len(wanted), _END_NOTES_CHUNK):
+        names, params = in_list("t", wanted[start:start + _END_NOTES_CHUNK])
+        for row in db.rows(f"SELECT {TRIAL_COLUMNS} FROM trials WHERE id IN {names}", **params):
+            rows[row.id] = row
+    by_experiment: Dict[int, List[Any]] = {}
+    for trial_id in wanted:
+        if trial_id not in rows:
+            reads.trial_row(db, trial_id)  # raises the usual "not found"
+        by_experiment.setdefault(rows[trial_id].experiment_id, []).append(rows[trial_id])
+    texts: Dict[int, str] = {}
+    for exp_id, trials in by_experiment.items():
+        exp = reads.experiment_row(db, exp_id)
+        for start in range(0, len(trials), _END_NOTES_CHUNK):
+            chunk = trials[start:start + _END_NOTES_CHUNK]
+            for trial_id, (status, reason) in trial_status.statuses(db, exp, chunk).items():
+                texts[trial_id] = f"{PREFIX}trial ended: {status}" + (f": {reason}" if reason else "")
+    return [(trial_id, utcnow(), texts[trial_id]) for trial_id in wanted]

@@ -47,8 +47,10 @@ class Experiment(Base):
 
 class Trial(Base):
     __tablename__ = "trials"
-    # the search method names its trials by request id: found without reading the experiment's other trials
-    __table_args__ = (Index("ix_trials_experiment_id_request_id", "experiment_id", "request_id"),)
+    # the search method names its trials by request id: found without reading the experiment's other trials;
+    # an experiment's open trials (states.TRIAL_OPEN) are found without reading its ended ones
+    __table_args__ = (Index("ix_trials_experiment_id_request_id", "experiment_id", "request_id"),
+                      Index("ix_trials_experiment_id_state", "experiment_id", "state"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
