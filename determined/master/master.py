@@ -46,9 +46,10 @@ logger = logging.getLogger("determined.master")
 
 DEFAULT_PREEMPTION_TIMEOUT = 60.0
 GROUP_COMMIT_MAX = 256  # most items one group-commit transaction takes
-# Seconds of one tick spent recording ended runs (each feeds its search method, which may create the next trial),
-# and again starting runs: the rest wait for the next tick, which follows at once, so a tick stays short however
-# many runs end or start together (thousands of short trials) and others waiting for the master's lock get it.
+# Seconds of one tick spent recording ended runs (each feeds its search method, which may create the next trial)
+# and starting runs, together: the rest wait for the next tick, which follows at once, so a tick stays short however
+# many runs end or start together (thousands of short trials) and others waiting for the master's lock get it. A
+# tick records at least one ended run and starts at least one run when any is waiting, so each tick moves on.
 TICK_BUDGET_S = 0.02
 PROGRESS_REFRESH_S = 1.0  # how often the progress of experiments with running trials follows their training
 
@@ -361,7 +362,8 @@ class Master:
 
     def tick(self) -> None:
         assert self.rm is not None
-        self._reap()
+        deadline = time.monotonic() + TICK_BUDGET_S
+        self._reap(deadline=deadline)
         # Only reads: no write transaction (and no master lock) for a tick that has nothing to change.
         with self.read() as s:
             running = list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None))))
@@ -372,7 +374,7 @@ class Master:
                     self.rm.preempt(str(trial.allocation_id), self._preemption_timeout_of(s, trial))
         self.rm.enforce_deadlines()
         if not self._stop_requested.is_set():
-            self._schedule()
+            self._schedule(deadline)
         checkpoint_gc.run_pending_gc(self)
         if time.monotonic() - self._progress_refreshed >= PROGRESS_REFRESH_S:
             self._progress_refreshed = time.monotonic()
@@ -403,9 +405,10 @@ class Master:
         own = (exp.config or {}).get("preemption_timeout") if exp is not None else None
         return float(own) if own else self.preemption_timeout
 
-    def _reap(self, *, master_stopping: bool = False) -> None:
-        """Record the exits of ended runs. An exit the database refuses (a full disk) is kept and recorded at a
-        later tick: a trial's end is never lost, and its experiment never stays ACTIVE with nothing running."""
+    def _reap(self, *, master_stopping: bool = False, deadline: Optional[float] = None) -> None:
+        """Record the exits of ended runs, until `deadline` (time.monotonic(); at least one; None: all). An exit the
+        database refuses (a full disk) is kept and recorded at a later tick: a trial's end is never lost, and its
+        experiment never stays ACTIVE with nothing running."""
         assert self.rm is not None
         new = self.rm.poll_exited()
         exits, self._unrecorded_exits = self._unrecorded_exits + new, []
@@ -423,7 +426,6 @@ class Master:
         try:
             with self.write() as s:
                 self.log_policies.record(s)  # a run's matches count before its exit is handled (cancel_retries)
-                started = time.monotonic()
                 # The ended runs' trials and experiments in two queries, held for the transaction: the session
                 # keeps only weak references, and each exit would read its trial and experiment again.
                 held = allocations.load_for_exits(s, [trial_id for trial_id, _, _ in exits])
@@ -431,7 +433,7 @@ class Master:
                     self.log_policies.forget(trial_id, allocation_id)
                     allocations.process_exited(s, trial_id, allocation_id, code, master_stopping=master_stopping)
                     recorded += 1
-                    if not master_stopping and time.monotonic() - started >= TICK_BUDGET_S:
+                    if not master_stopping and deadline is not None and time.monotonic() >= deadline:
                         break
         except Exception as e:
             if self.log_writer is not None:
@@ -471,7 +473,9 @@ class Master:
         running = sum(1 for run in self.rm.running().values() if not describe_run(run)["slot_ids"])
         return max(1, int(self.rm.total_slots or 0)) - running
 
-    def _schedule(self) -> None:
+    def _schedule(self, deadline: Optional[float] = None) -> None:
+        """Start runs of trials with work on the free slots, until `deadline` (time.monotonic(); at least one run;
+        None: every trial that fits)."""
         assert self.rm is not None and self.url is not None
         free = self.rm.free_slots()
         zero_room = self._zero_slot_room()
@@ -481,12 +485,11 @@ class Master:
                 zero_room = zero_room if scheduler.has_zero_slot_work(s) else 0
         if free > 0 or zero_room > 0:
             with self.write() as s:
-                started = time.monotonic()
                 experiments: Dict[int, Experiment] = {}  # held while the trials start (the session's are weak)
                 picked = scheduler.pick_trials(s, free, zero_room, experiments)
                 first_work = allocations.first_pending_lengths(s, picked)
                 for trial in picked:
-                    if launches and time.monotonic() - started >= TICK_BUDGET_S:
+                    if launches and deadline is not None and time.monotonic() >= deadline:
                         self.wake()  # the tick's budget is spent: the next tick starts the others, at once
                         break
                     exp = experiments[trial.experiment_id]

@@ -1,6 +1,7 @@
 """Which running trials give their slot back: only idle ones (no searcher operation left), and only while a
 trial with work waits for a slot."""
 import pathlib
+import time
 from typing import Iterator, Optional
 
 import pytest
@@ -140,12 +141,55 @@ def test_a_tick_past_its_budget_leaves_the_other_ended_runs_to_the_next_tick(tmp
         with master.read() as s:
             return len(list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None)))))
 
-    monkeypatch.setattr(master_module, "TICK_BUDGET_S", 0.0)  # every tick's budget is spent after one run
+    spent = time.monotonic  # a tick whose budget is spent after one run: its deadline has passed
     master._wake.clear()
-    master._reap()
+    master._reap(deadline=spent())
     assert master.exits_recorded == 1 and running() == 2 and master._wake.is_set()  # the next tick comes at once
-    master._reap()
+    master._reap(deadline=spent())
     assert master.exits_recorded == 2 and running() == 1
     master._reap(master_stopping=True)  # a stopping master records every ended run, whatever the budget
     assert master.exits_recorded == 3 and running() == 0
+    master.stop()
+
+
+class _FreeSlots:
+    """A resource manager with free CPU slots whose launches are only noted: what `Master._schedule` starts on."""
+
+    def __init__(self, slots: int) -> None:
+        from determined.master.rm import Slots
+
+        self.slots = Slots(gpus=[], cpu_count=slots)
+        self.launched: "list[int]" = []
+
+    @property
+    def total_slots(self) -> int:
+        return self.slots.total
+
+    def free_slots(self) -> int:
+        return self.slots.total - len(self.launched)
+
+    def running(self) -> "dict[str, object]":
+        return {}
+
+    def launch(self, *, trial_id: int, **_: object) -> None:
+        self.launched.append(trial_id)
+
+
+def test_a_tick_past_its_budget_starts_one_run_and_leaves_the_others_to_the_next_tick(tmp_path: pathlib.Path) -> None:
+    from determined.common.api import Session as ApiSession
+    from determined.master import create_app
+    from starlette.testclient import TestClient
+
+    from ._helpers import config, model_def
+
+    app = create_app(tmp_path / "data", run_scheduler=False)
+    api = ApiSession("http://in-process", client=TestClient(app, base_url="http://in-process"), user="admin")
+    api.post("/experiments", {"config": config(max_trials=3), "model_definition": model_def()})
+    master = app.state.master
+    master.rm, master.url = _FreeSlots(4), "http://127.0.0.1:1"
+    master._wake.clear()
+    master._schedule(deadline=time.monotonic())  # the tick's budget is spent: still one run starts
+    assert len(master.rm.launched) == 1 and master._wake.is_set()  # the next tick comes at once
+    master._schedule()  # no deadline: every trial with work that fits
+    assert sorted(master.rm.launched) == sorted(set(master.rm.launched)) and len(master.rm.launched) == 3
     master.stop()
