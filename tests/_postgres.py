@@ -31,7 +31,8 @@ import pytest
 
 SUPERUSER = "postgres"
 # What a connection attempt gets while the server restarts its backends after one of them crashed.
-_RECOVERING = ("recovery mode", "starting up", "terminated abnormally", "closed the connection unexpectedly")
+_RECOVERING = ("recovery mode", "starting up", "not yet accepting connections", "terminated abnormally",
+               "closed the connection unexpectedly")
 
 
 def _bin_dir() -> Optional[str]:
