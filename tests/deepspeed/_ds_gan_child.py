@@ -3,22 +3,11 @@ engine runs `backward(loss)` through the discriminator's engine at ZeRO stage 0.
 rank on CPU); prints one `RESULT <json>` line."""
 import copy
 import json
-import os
-import socket
 
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-os.environ.update(DS_ACCELERATOR="cpu", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_SIZE="1",
-                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-
+import _ds_one_rank  # noqa: F401  (one rank on CPU, the compat shims; before deepspeed)
 import deepspeed  # noqa: E402
 import torch  # noqa: E402
 
-from determined.pytorch import deepspeed as det_ds  # noqa: E402,F401  (installs the compat shims)
-from determined.pytorch.deepspeed import _shims  # noqa: E402
-
-_shims.skip_shm_comm_op()
 torch.manual_seed(0)
 config = {"train_batch_size": 4}
 gen = torch.nn.Linear(3, 5)
