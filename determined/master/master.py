@@ -422,6 +422,8 @@ class Master:
         if self.log_writer is not None:
             for trial_id, _, _ in new:
                 self.log_writer.run_ended(trial_id)
+            # The runs' own lines are stored before their ends are: whoever sees a trial ended reads all its lines.
+            self.log_writer.flush()
         recorded = 0
         try:
             with self.write() as s:
@@ -436,8 +438,6 @@ class Master:
                     if not master_stopping and deadline is not None and time.monotonic() >= deadline:
                         break
         except Exception as e:
-            if self.log_writer is not None:
-                self.log_writer.flush()  # the runs' own lines, stored even when their ends are not recorded yet
             if not self._unrecorded_exits_logged:
                 logger.error("could not record the exit of %s trial run(s) (%s); retrying%s", len(exits),
                              str(e).splitlines()[0][:300] if str(e) else e.__class__.__name__,
@@ -446,8 +446,7 @@ class Master:
             return
         del held
         if self.log_writer is not None:
-            # The runs' last lines, their end markers and the master's notes, in one flush (a no-op when the
-            # notes of the transaction flushed them already).
+            # The master's notes of the ends (a no-op when the notes of the transaction flushed them already).
             self.log_writer.flush()
         self.exits_recorded += recorded
         if recorded < len(exits):  # the tick's budget is spent: the next tick records the rest, at once

@@ -154,8 +154,9 @@ def test_a_tick_that_records_many_ended_runs_costs_a_bounded_number_of_statement
     # this bound, a tick of 16 ended runs and 16 starts ran 405 statements (25 per run), now about 13 per run.
     for ended, statements, commits in costs:
         assert statements <= 14 * ended + 30, costs
-        # Commits: the recorded ends, the starts, the trials' log lines; none per run.
-        assert commits <= 3, costs
+        # Commits: the runs' log lines (stored before their ends, so that whoever sees a trial ended reads all its
+        # lines), the recorded ends, the starts, the master's notes; none per run.
+        assert commits <= 4, costs
     # The later ticks, with five times as many ended trials in the experiment, cost the same.
     assert max(n for _, n, _ in costs[1:]) - min(n for _, n, _ in costs[1:]) <= 4, costs
 
@@ -196,3 +197,33 @@ def test_every_trial_state_is_open_or_terminal() -> None:
              states.CANCELED, states.ERROR}
     assert states.TRIAL_OPEN | states.TRIAL_TERMINAL == given
     assert not states.TRIAL_OPEN & states.TRIAL_TERMINAL
+
+
+def test_an_ended_runs_lines_are_stored_before_its_end_is_recorded(master: Master,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whoever sees a trial's run ended (its state, its experiment COMPLETED) reads all the lines it wrote."""
+    from determined.master import allocations
+    from determined.master.db import TrialLog, utcnow
+
+    with master.write() as s:
+        cfg = actions.canonical_config(config(max_trials=1, length=1), str(master.data_dir))
+        actions.create_experiment(s, cfg, base64.b64decode(model_def()))
+    master.tick()  # starts the run
+    assert master.log_writer is not None
+    master.log_writer._stop.set()  # no flush on the writer's own clock: only the tick's
+    rm = master.rm
+    assert isinstance(rm, _HeldRuns)
+    (allocation_id, run), = rm.runs.items()
+    master.log_writer.add(run.trial_id, utcnow(), "stdout", "the run's last line")
+    stored_when_recorded: List[List[str]] = []
+    process_exited = allocations.process_exited
+
+    def recording(s: Any, trial_id: int, *args: Any, **kwargs: Any) -> Any:
+        with master.read() as r:
+            stored_when_recorded.append(list(r.scalars(select(TrialLog.message).where(TrialLog.trial_id == trial_id))))
+        return process_exited(s, trial_id, *args, **kwargs)
+
+    monkeypatch.setattr(allocations, "process_exited", recording)
+    rm.end(allocation_id)
+    master.tick()
+    assert stored_when_recorded and "the run's last line" in stored_when_recorded[0]
