@@ -2,20 +2,14 @@
 import datetime
 import pathlib
 
-from alembic import command
 from sqlalchemy import text
 
 from determined.master.db import default_db_url, make_engine, upgrade
-from determined.master.db.engine import alembic_config
 
 
 def test_0003_seeds_users_and_gives_old_experiments_their_owner(tmp_path: pathlib.Path) -> None:
     engine = make_engine(default_db_url(tmp_path))
-    cfg = alembic_config(str(engine.url))
-    with engine.connect() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
-        conn.commit()
+    upgrade(engine, "0002")
     now = datetime.datetime(2024, 1, 1)
     with engine.begin() as conn:
         for eid, owner in ((1, "determined"), (2, "someone-gone")):

@@ -6,13 +6,11 @@ import uuid
 from typing import Any, Dict
 
 import pytest
-from alembic import command
 from sqlalchemy import text
 
 from determined import errors
 from determined.master import states
 from determined.master.db import Checkpoint, default_db_url, make_engine, upgrade
-from determined.master.db.engine import alembic_config
 
 from ._helpers import InProcessMaster, add_user, create_experiment
 
@@ -84,11 +82,7 @@ def test_only_the_owner_or_an_admin_changes_a_model_and_checkpoint_metadata(mast
 
 def test_models_made_before_owners_belong_to_the_admin(tmp_path: pathlib.Path) -> None:
     engine = make_engine(default_db_url(tmp_path))
-    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
-    with engine.connect() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0004")
-        conn.commit()
+    upgrade(engine, "0004")
     now = datetime.datetime(2024, 1, 1)
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO users (username, password_hash, admin, active, created_at) "

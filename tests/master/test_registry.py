@@ -4,7 +4,6 @@ import pathlib
 from typing import Any, Dict, List
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import MetaData, insert, select, text
@@ -131,11 +130,7 @@ OLD_UUIDS = {10: "1d0b6a5e-7c38-4f29-9e1a-0b2c3d4e5f60", 20: "2e1c7b6f-8d49-4a3a
 def test_a_0001_database_upgrades_and_its_ended_experiments_are_collected(data_dir: pathlib.Path) -> None:
     data_dir.mkdir()
     engine = make_engine(default_db_url(data_dir))
-    cfg = alembic_config(str(engine.url))
-    with engine.connect() as connection:
-        cfg.attributes["connection"] = connection
-        command.upgrade(cfg, "0001")
-        connection.commit()
+    upgrade(engine, "0001")
     storage = data_dir / "checkpoints"
     config = {"searcher": {"name": "single", "metric": "loss", "smaller_is_better": True},
               "checkpoint_storage": {"type": "shared_fs", "host_path": str(data_dir), "storage_path": "checkpoints",

@@ -6,7 +6,6 @@ import pathlib
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
@@ -15,7 +14,6 @@ from determined import errors
 from determined.common.api import Session
 from determined.master import allocations
 from determined.master.db import Base, Experiment, Trial, default_db_url, make_engine, upgrade
-from determined.master.db.engine import alembic_config
 from tests.auth._helpers import InProcessMaster, create_experiment
 
 from .test_checkpoint_routes import report
@@ -158,11 +156,7 @@ def test_deleting_versions_and_experiments_leaves_no_dangling_links(lab: Dict[st
 
 def test_migration_0012_applies_on_a_0011_database(tmp_path: pathlib.Path) -> None:
     engine = make_engine(default_db_url(tmp_path))
-    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
-    with engine.connect() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0011")
-        conn.commit()
+    upgrade(engine, "0011")
     now = datetime.datetime(2026, 1, 1)
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO experiments (id, state, config, model_def, owner, searcher_shutdown, "

@@ -3,21 +3,15 @@ id 1), and new workspaces and projects get the next ids (PostgreSQL's sequences 
 import datetime
 import pathlib
 
-from alembic import command
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from determined.master.db import Project, Workspace, default_db_url, make_engine, upgrade
-from determined.master.db.engine import alembic_config
 
 
 def test_existing_rows_move_into_uncategorized(tmp_path: pathlib.Path) -> None:
     engine = make_engine(default_db_url(tmp_path))
-    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
-    with engine.connect() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0007")
-        conn.commit()
+    upgrade(engine, "0007")
     now = datetime.datetime(2025, 1, 1)
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO experiments (state, config, model_def, owner, searcher_shutdown, "

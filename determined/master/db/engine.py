@@ -92,8 +92,9 @@ def alembic_config(url: Optional[str] = None) -> Config:
     return cfg
 
 
-def upgrade(engine: Engine) -> None:
-    """Apply every migration to the database of `engine` (a no-op when it is up to date).
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Apply every migration up to `revision` (default: all) to the database of `engine` (a no-op when it is up to
+    date; tests of a migration stop at the revision before it).
 
     Processes that open the same database at once (a starting master and a `det` command reading the data
     dir) take turns: the second finds the schema up to date instead of failing half way through creating it.
@@ -106,7 +107,7 @@ def upgrade(engine: Engine) -> None:
             connection.commit()
             try:
                 cfg.attributes["connection"] = connection
-                command.upgrade(cfg, "head")
+                command.upgrade(cfg, revision)
                 connection.commit()
             finally:
                 connection.rollback()
@@ -116,7 +117,7 @@ def upgrade(engine: Engine) -> None:
     with _migration_lock(engine):
         with engine.connect() as connection:
             cfg.attributes["connection"] = connection
-            command.upgrade(cfg, "head")
+            command.upgrade(cfg, revision)
             connection.commit()
 
 
