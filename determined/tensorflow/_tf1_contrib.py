@@ -322,30 +322,27 @@ def _no_penalty(_weights: Any) -> None:
     return None
 
 
-def l1_regularizer(scale: float, scope: Optional[str] = None) -> Regularizer:
-    """A function of a weights Tensor returning `scale * sum(|weights|)` (None when scale is 0.0)."""
-    scale = _check_scale(scale, "l1_regularizer")
+def _scaled_regularizer(scale: float, scope: Optional[str], name: str, penalty: Callable[[Any], Any]) -> Regularizer:
+    """A function of a weights Tensor returning `scale * penalty(weights)` under the name scope `scope or name`."""
+    scale = _check_scale(scale, name)
     if scale == 0.0:
         return _no_penalty
 
-    def l1(weights: Any) -> Any:
-        with tf.name_scope(scope or "l1_regularizer"):
-            return tf.multiply(tf.cast(scale, weights.dtype.base_dtype), tf.reduce_sum(tf.abs(weights)), name="value")
+    def regularize(weights: Any) -> Any:
+        with tf.name_scope(scope or name):
+            return tf.multiply(tf.cast(scale, weights.dtype.base_dtype), penalty(weights), name="value")
 
-    return l1
+    return regularize
+
+
+def l1_regularizer(scale: float, scope: Optional[str] = None) -> Regularizer:
+    """A function of a weights Tensor returning `scale * sum(|weights|)` (None when scale is 0.0)."""
+    return _scaled_regularizer(scale, scope, "l1_regularizer", lambda w: tf.reduce_sum(tf.abs(w)))
 
 
 def l2_regularizer(scale: float, scope: Optional[str] = None) -> Regularizer:
     """A function of a weights Tensor returning `scale * sum(weights ** 2) / 2` (None when scale is 0.0)."""
-    scale = _check_scale(scale, "l2_regularizer")
-    if scale == 0.0:
-        return _no_penalty
-
-    def l2(weights: Any) -> Any:
-        with tf.name_scope(scope or "l2_regularizer"):
-            return tf.multiply(tf.cast(scale, weights.dtype.base_dtype), tf.nn.l2_loss(weights), name="value")
-
-    return l2
+    return _scaled_regularizer(scale, scope, "l2_regularizer", tf.nn.l2_loss)
 
 
 def sum_regularizer(regularizer_list: Sequence[Regularizer], scope: Optional[str] = None) -> Regularizer:
