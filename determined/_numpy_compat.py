@@ -4,7 +4,8 @@ NumPy 1.20 deprecated the aliases of Python's builtin types and 1.24 removed the
 `labels.astype(np.int)` or `np.zeros(n, dtype=np.bool)` now raises `AttributeError: module 'numpy' has no
 attribute 'int'`. Those aliases were the builtins themselves (`np.int is int`), so restoring them changes nothing
 else. `install()` adds each missing one to the imported NumPy; a name NumPy defines (NumPy 2's `np.long`, an
-int64 type) is left alone. The trial loader and the Native API runner install them before a user's code runs.
+int64 type) is left alone. The trial loader installs them before a user's code runs; the Native API runner
+right after the script imports NumPy (`install_when_imported`).
 
 `np.sum(generator)` too: NumPy 1.x summed a generator with Python's `sum` (with a DeprecationWarning since 1.15), and
 code of that era counts parameters with `np.sum(np.prod(v.size()) for v in model.parameters())`; NumPy 2.4 raises
@@ -19,6 +20,8 @@ import types
 import warnings
 from typing import Any
 
+from determined.common.import_hooks import call_after_import
+
 _ALIASES = {
     "int": int,
     "float": float,
@@ -30,7 +33,7 @@ _ALIASES = {
     "unicode": str,
 }
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # install() imports NumPy, whose import hook (install_when_imported) calls install()
 _installed = False
 
 
@@ -84,3 +87,9 @@ def install() -> None:
         np_sum = getattr(np, "sum", None)
         if callable(np_sum) and not getattr(np_sum, "_det_sums_generators", False) and not _sums_generators(np):
             np.sum = _sum_accepting_generators(np_sum)
+
+
+def install_when_imported() -> None:
+    """`install()` now if NumPy is imported, else right after the trial's code first imports it (a trial that
+    never uses NumPy does not pay its import)."""
+    call_after_import("numpy", install)

@@ -2,7 +2,8 @@
 import logging
 import os
 import pathlib
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from determined import errors, storage
 from determined.common import data_dir
@@ -24,12 +25,13 @@ MASTER_RETRIES = 23
 
 # The harness fetched the trial's context just before running the user's code in this process: the first
 # core.init() of that trial uses it instead of asking the master again.
-_prefetched_contexts: Dict[int, Dict[str, Any]] = {}
+# (the answer, when it came: time.monotonic())
+_prefetched_contexts: Dict[int, Tuple[Dict[str, Any], float]] = {}
 
 
 def hand_over_trial_context(trial_id: int, answer: Dict[str, Any]) -> None:
     """Called by the harness with its `GET /trials/{id}/context` answer, for the next core.init() of the trial."""
-    _prefetched_contexts[trial_id] = answer
+    _prefetched_contexts[trial_id] = (answer, time.monotonic())
 
 
 class Context:
@@ -278,7 +280,9 @@ def _make_remote_context(
     trial_id = _read_env_int("DET_TRIAL_ID")
     session = Session(master, os.environ.get("DET_SESSION_TOKEN") or None, retries=MASTER_RETRIES)
     try:
-        answer = _prefetched_contexts.pop(trial_id, None) or session.get(f"/trials/{trial_id}/context")
+        answer, answered_at = _prefetched_contexts.pop(trial_id, None) or (None, 0.0)
+        if answer is None:
+            answer = session.get(f"/trials/{trial_id}/context")
         info = cluster_info_from_answer(answer, master)
         if os.environ.get("DET_ALLOCATION_ID"):
             info.allocation_id = os.environ["DET_ALLOCATION_ID"]
@@ -295,16 +299,20 @@ def _make_remote_context(
         session.close()
         raise
     preempt = PreemptContext(session, info.allocation_id, distributed, watch_sigterm=True, mode=preempt_mode)
+    if distributed.rank == 0 and "preempt" in answer:  # the prefetched context said whether to stop
+        preempt._answered(answer["preempt"], at=answered_at)
     searcher_config = info.config.get("searcher") or {}
     searcher: SearcherContext
     if not searcher_drives_trials(searcher_config) and searcher_config.get("max_length") is None:
         searcher = SearcherContextMissing()  # Determined 0.38: no max_length, no operations
     else:
-        searcher = SearcherContext(session, trial_id, distributed, preempt, config=info.config, hparams=info.hparams)
+        searcher = SearcherContext(session, trial_id, distributed, preempt, config=info.config, hparams=info.hparams,
+                                   next_answer=answer.get("searcher_operation"))
     return Context(
         info=info,
         distributed=distributed,
-        train=TrainContext(session, trial_id, distributed, info.searcher_metric, info.smaller_is_better),
+        train=TrainContext(session, trial_id, distributed, info.searcher_metric, info.smaller_is_better,
+                           master_data_dir=answer.get("master_data_dir")),
         checkpoint=CheckpointContext(storage_manager, session, trial_id, distributed),
         searcher=searcher,
         preempt=preempt,

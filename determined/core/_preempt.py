@@ -101,6 +101,18 @@ class PreemptContext:
             self.acknowledge_preemption_signal()
         return decision
 
+    def _answered(self, preempt: Any, at: Optional[float] = None) -> None:
+        """The master answered the preemption question inside another answer (the run's context, a completed
+        operation) at `at` (time.monotonic(); default now): the next poll waits a poll interval from then."""
+        if self._session is None or not isinstance(preempt, bool):
+            return
+        at = time.monotonic() if at is None else at
+        if at > self._last_poll:
+            self._last_poll = at
+        if preempt and not self._preempted:
+            logger.info("the master asked this trial to stop; it will checkpoint and exit")
+            self._preempted = True
+
     def _poll(self) -> bool:
         if self._preempted or self._sigterm:
             return True

@@ -123,6 +123,13 @@ def _plain_number(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def _definite(answer: Any) -> Optional[Dict[str, Any]]:
+    """A `searcher/operation` answer that says what to do (an operation, or no more), else None (ask again)."""
+    if isinstance(answer, dict) and ("length" in answer or answer.get("completed")):
+        return answer
+    return None
+
+
 class SearcherContext:
     """Yields the trial's searcher operations (see the module). In a multi-process trial the chief gets each
     operation and broadcasts it, so every rank must iterate (or, with `SearcherMode.ChiefOnly`, only the chief)."""
@@ -138,7 +145,10 @@ class SearcherContext:
         *,
         config: Optional[Dict[str, Any]] = None,
         hparams: Optional[Dict[str, Any]] = None,
+        next_answer: Optional[Dict[str, Any]] = None,
     ) -> None:
+        """`next_answer`: the master's answer to the next `searcher/operation` request, when the caller already has
+        it (the context the run started with carries it)."""
         if session is None and local_lengths is None:
             raise errors.DeterminedError("a SearcherContext without a master needs a list of operation lengths")
         self._session = session
@@ -154,6 +164,10 @@ class SearcherContext:
         self._own_loop = session is not None and bool(searcher) and not searcher_drives_trials(searcher)
         self._sent_progress = -1.0
         self.completed_operations: List[Dict[str, Any]] = []
+        # The master's answer to the next operation request when a previous answer already carried it. Only a
+        # definite one is kept (an operation, or no more operations): a pending operation stays the trial's
+        # until the trial completes it, and a closed trial stays closed, so it cannot be out of date.
+        self._next_answer = _definite(next_answer)
 
     def operations(
         self, searcher_mode: SearcherMode = SearcherMode.WorkersAskChief, auto_ack: bool = True
@@ -234,7 +248,9 @@ class SearcherContext:
         while True:
             if self._preempt._chief_should_preempt():
                 return None
-            answer = self._session.get(f"/trials/{self._trial_id}/searcher/operation") or {}
+            answer, self._next_answer = self._next_answer, None
+            if answer is None:
+                answer = self._session.get(f"/trials/{self._trial_id}/searcher/operation") or {}
             if answer.get("completed"):
                 return None
             if answer.get("wait"):
@@ -264,8 +280,12 @@ class SearcherContext:
         if self._own_loop:
             return  # Determined 0.38: the search method follows the validation metrics; nothing is sent
         # The master's operation is in batches (`length` of its answer).
-        self._session.post(f"/trials/{self._trial_id}/searcher/completed_operation",
-                           json={"length": batches if batches is not None else length, "metric": metric})
+        answer = self._session.post(f"/trials/{self._trial_id}/searcher/completed_operation",
+                                    json={"length": batches if batches is not None else length, "metric": metric})
+        if isinstance(answer, dict):  # what the trial asks next, answered already
+            self._next_answer = _definite(answer.get("next_operation"))
+            if "preempt" in answer and self._distributed.rank == 0:
+                self._preempt._answered(answer["preempt"])
 
 
 class SearcherUnavailable(errors.InvalidTrialError, ValueError):

@@ -157,8 +157,10 @@ class TrialMetricsWriter:
     disables the files with one log line, so that training never stops for TensorBoard.
     """
 
-    def __init__(self, session: Any, trial_id: int, experiment_id: Optional[int] = None, rank: int = 0) -> None:
+    def __init__(self, session: Any, trial_id: int, experiment_id: Optional[int] = None, rank: int = 0,
+                 master_data_dir: Optional[str] = None) -> None:
         self._session = session
+        self._master_data_dir = master_data_dir  # when known (the run's context says it): no need to ask the master
         self._trial_id = trial_id
         self._experiment_id = experiment_id
         self._rank = rank
@@ -172,8 +174,10 @@ class TrialMetricsWriter:
     def _served_directory(self) -> Optional[pathlib.Path]:
         if self._session is None or self._rank != 0:
             return None
-        info: Dict[str, Any] = self._session.get("/master/info") or {}
-        data_dir = info.get("data_dir")
+        data_dir = self._master_data_dir
+        if not data_dir:
+            info: Dict[str, Any] = self._session.get("/master/info") or {}
+            data_dir = info.get("data_dir")
         if not data_dir or not pathlib.Path(data_dir).is_dir():
             logger.info("TensorBoard: the master's data dir is not on this machine; `det tensorboard start` "
                         "writes trial %s's event files from the master's metrics", self._trial_id)

@@ -47,6 +47,8 @@ class TrainContext:
         distributed: DistributedContext,
         searcher_metric: Optional[str] = None,
         smaller_is_better: bool = True,
+        *,
+        master_data_dir: Optional[str] = None,
     ) -> None:
         self._session = session
         self._trial_id = trial_id
@@ -60,7 +62,8 @@ class TrainContext:
         self.early_exit_reason: Optional[str] = None
         # The trial's TensorBoard files: the reported metrics for `det tensorboard` (only with a master), and
         # the event file the trial's own TensorBoard writers share.
-        self._tensorboard = _tensorboard.TrialMetricsWriter(session, trial_id, rank=distributed.rank)
+        self._tensorboard = _tensorboard.TrialMetricsWriter(session, trial_id, rank=distributed.rank,
+                                                            master_data_dir=master_data_dir)
         _tensorboard.set_current(self._tensorboard)
         self._tensorboard_mode = TensorboardMode.AUTO
         self.group_history: Dict[str, List[Dict[str, Any]]] = {}

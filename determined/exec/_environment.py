@@ -9,7 +9,7 @@ ranks, ``CUDA_VISIBLE_DEVICES``) keep the platform's value. Variables the interp
 import logging
 import os
 import sys
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from determined.config import environment_variables
 
@@ -20,6 +20,43 @@ PLATFORM_VARIABLES = frozenset({
     "MASTER_PORT",
 })
 RESTART_GUARD = "DET_HARNESS_ENVIRONMENT_APPLIED"
+# Names a file that holds the run's context, handed over by the resource manager that started the run (the local
+# one): the harness reads it instead of asking the master (see `take_run_context`).
+RUN_CONTEXT_ENV = "DET_RUN_CONTEXT_FILE"
+RUN_CONTEXT_FILE = ".det-run-context.json"
+
+
+def write_run_context(directory: str, context: Mapping[str, Any], owner: Optional[Tuple[int, int]] = None) -> str:
+    """Write the run's context into its run directory, readable by the run's user only (it holds the config's
+    secrets, as the run's own `GET /trials/{id}/context` answer does; `owner`: that user's (uid, gid) when it is not
+    this process's); its path, for RUN_CONTEXT_ENV."""
+    import json
+
+    path = os.path.join(directory, RUN_CONTEXT_FILE)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        json.dump(context, f)
+    if owner is not None:
+        os.chown(path, *owner)
+    return path
+
+
+def take_run_context(trial_id: int) -> Optional[Dict[str, Any]]:
+    """The context handed over in RUN_CONTEXT_ENV's file, when it is this trial's (else None: ask the master). The
+    variable is removed from the environment: the trial's code and the processes it starts never see it."""
+    path = os.environ.pop(RUN_CONTEXT_ENV, None)
+    if not path:
+        return None
+    try:
+        import json
+
+        with open(path) as f:
+            context = json.load(f)
+    except (OSError, ValueError) as e:
+        logger.warning("could not read the run's context from %s (%s); asking the master", path, e)
+        return None
+    if not isinstance(context, dict) or context.get("trial_id") != trial_id:
+        return None
+    return context
 
 
 def trial_device() -> str:

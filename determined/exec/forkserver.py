@@ -7,12 +7,15 @@ output pipes and a session of its own, and from then on is the process `python -
 have been: the same program, the same environment (os.environ), cwd and OS user (the server runs as the trials'
 user), unseeded random generators reseeded from the OS as in a fresh process, its own exit status.
 
-Only a Trial class of one slot starts here, and only in the server of its own framework (see `framework_of` in
-determined/common/framework_scan.py); scripts, Native API commands, launchers and trials of another framework
-start as before. The server imports a framework but never initialises CUDA: a GPU is set up in each child, after
-the fork, as in a cold process (the server checks `torch.cuda.is_initialized()` is False, else it refuses to
-serve). Variables read while the interpreter starts or the framework is imported (`IMPORT_TIME_PREFIXES`) must
-have the server's values; a trial whose values differ starts cold.
+Every 1-process run of one slot starts in a server. A Trial class whose framework has a server (see `framework_of`
+in determined/common/framework_scan.py) starts in that framework's; every other run (a Native API command, a script
+entrypoint, a TensorFlow Trial class, one whose framework is not read from its source) in the `HARNESS_ONLY`
+server, which has imported the harness alone: its child imports what the run needs itself, after the fork, as a
+process started cold would. So a trial never runs in a server of another framework. A server imports a framework
+but never initialises CUDA: a GPU is set up in each child, after the fork, as in a cold process (the server checks
+`torch.cuda.is_initialized()` is False, else it refuses to serve). Variables read while the interpreter starts or
+the server's imports run (`startup_variables`) must have the server's values; a trial whose values differ starts
+elsewhere.
 
     server = ForkServer("torch", cwd=work_root, env=env)
     proc = server.spawn(env, work_dir)     # a running harness (Popen-like: pid, stdout, stderr, poll, wait)
@@ -32,6 +35,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 logger = logging.getLogger("determined.master")
@@ -42,6 +46,10 @@ SERVER_COMMAND = (sys.executable, "-m", "determined.exec.forkserver")
 FRAMEWORK_IMPORTS: Dict[str, Tuple[str, ...]] = {
     "torch": ("torch", "determined.pytorch"),
 }
+# The server of every other 1-slot run: it imports the harness only (forking it costs a millisecond where starting
+# a process and importing the harness costs a quarter of a CPU second).
+HARNESS_ONLY = "harness"
+SERVERS: Tuple[str, ...] = (*FRAMEWORK_IMPORTS, HARNESS_ONLY)
 # Variables a process reads when its interpreter starts or a framework is imported (thread pools, allocators,
 # library paths, the frameworks' own settings): a trial whose values differ from the server's starts cold.
 IMPORT_TIME_PREFIXES: Tuple[str, ...] = (
@@ -51,6 +59,8 @@ IMPORT_TIME_PREFIXES: Tuple[str, ...] = (
 # Set for each trial and read only later (CUDA_VISIBLE_DEVICES: when CUDA is initialised, after the fork).
 PER_TRIAL_NAMES = frozenset({"CUDA_VISIBLE_DEVICES"})
 READY_TIMEOUT_S = 180.0
+# How long after handing a child its trial the server forks the next child in advance.
+REFORK_AFTER_S = 0.25
 _MAX_MESSAGE = 8 * 2**20
 
 
@@ -59,8 +69,23 @@ def _without_per_trial(env: Mapping[str, str]) -> Dict[str, str]:
 
 
 def import_time_variables(env: Mapping[str, str]) -> Dict[str, str]:
-    """The variables of `env` that must match between a fork server and a trial it starts."""
+    """The variables of `env` that must match between a framework's fork server and a trial it starts."""
     return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES) and k not in PER_TRIAL_NAMES}
+
+
+def startup_variables(server: str, env: Mapping[str, str]) -> Dict[str, str]:
+    """The variables of `env` that must match between the fork server `server` and a trial it starts: the
+    interpreter's for the harness-only server (as for a prestarted process), those a framework's import reads too
+    for a framework's."""
+    if server == HARNESS_ONLY:
+        return {k: v for k, v in env.items() if k.startswith(("PYTHON", "LD_"))}
+    return import_time_variables(env)
+
+
+def server_for(framework: Optional[str]) -> str:
+    """The fork server a 1-slot run of a Trial class of `framework` (None: not a Trial class, or not known) starts
+    in: its framework's when it has one, else the harness-only server."""
+    return framework if framework in FRAMEWORK_IMPORTS else HARNESS_ONLY
 
 
 class ForkedProcess:
@@ -96,8 +121,8 @@ class ForkServer:
     def __init__(self, framework: str, cwd: str, env: Mapping[str, str], *,
                  preexec_fn: Optional[Callable[[], None]] = None,
                  popen_kwargs: Optional[Mapping[str, Any]] = None) -> None:
-        if framework not in FRAMEWORK_IMPORTS:
-            raise ValueError(f"no fork server for framework {framework!r}; known: {sorted(FRAMEWORK_IMPORTS)}")
+        if framework not in SERVERS:
+            raise ValueError(f"no fork server for framework {framework!r}; known: {sorted(SERVERS)}")
         self.framework = framework
         self.env = dict(env)
         self.popen_kwargs = dict(popen_kwargs or {})
@@ -253,10 +278,10 @@ _PREWARMED_LOCK = threading.Lock()
 
 
 def prewarm(framework: str, cwd: str, env: Mapping[str, str], preload: Sequence[str] = ()) -> Optional[ForkServer]:
-    """Start the fork server of `framework` now (and have it import `preload`), for a resource manager of this
-    process to adopt (`take_prewarmed`) if it would start one with the same environment; None for a framework
-    without one."""
-    if framework not in FRAMEWORK_IMPORTS:
+    """Start the fork server of `framework` (or `HARNESS_ONLY`) now (and have it import `preload`), for a resource
+    manager of this process to adopt (`take_prewarmed`) if it would start one with the same environment; None for
+    a framework without one."""
+    if framework not in SERVERS:
         return None
     from determined.common._process import die_with_parent
 
@@ -295,7 +320,7 @@ class _Child(Exception):
 def _import_framework(framework: str) -> None:
     import importlib
 
-    for name in FRAMEWORK_IMPORTS[framework]:
+    for name in FRAMEWORK_IMPORTS.get(framework, ()):
         importlib.import_module(name)
     if framework == "torch":
         import torch
@@ -333,47 +358,116 @@ def _send(sock: socket.socket, answer: Dict[str, Any]) -> None:
     sock.send(json.dumps(answer).encode())
 
 
+class _Ready:
+    """A child forked in advance that waits for its trial: a request then costs a message instead of a fork (whose
+    copy-on-write faults and wait for a CPU were most of a warm start's latency on a busy machine)."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+
+
+def _leave_server(sock: socket.socket, wake_fds: List[int]) -> None:
+    """In a child: drop the server's signal handling, its wake-up pipe and its socket."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in wake_fds:
+        os.close(fd)
+    sock.close()
+
+
+def _fork_ready(sock: socket.socket, wake_fds: List[int]) -> _Ready:
+    """Fork a child that waits on a socket of its own for its assignment (message and pipes, as the server gets
+    them); in the child, raises `_Child` with the assignment, or exits when the server drops it (empty message)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        _leave_server(sock, wake_fds)
+        ours.close()
+        _detach()
+        message, fds, _, _ = socket.recv_fds(theirs, _MAX_MESSAGE, 2)
+        theirs.close()
+        if not message:
+            os._exit(0)
+        _take_pipes(fds)
+        raise _Child(json.loads(message))
+    theirs.close()
+    return _Ready(pid, ours)
+
+
 def _serve(framework: str, sock: socket.socket) -> None:
-    """Answer requests until the socket closes; raises `_Child` in each forked child."""
+    """Answer requests until the socket closes; raises `_Child` in each forked child. One child waits, forked in
+    advance, for the next request; it is forked again after a `preload` (so that it has those modules too)."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    wake_fds = [wake_r, wake_w]
+    dropped: Set[int] = set()  # children forked in advance and never used: their exits are nobody's business
+    ready: Optional[_Ready] = None
+
+    def drop_ready() -> None:
+        nonlocal ready
+        if ready is not None:
+            dropped.add(ready.pid)
+            ready.sock.close()  # the child reads an empty message and exits
+            ready = None
+
     _send(sock, {"ready": True})
+    handed_off = float("-inf")  # when the last child was handed its trial (time.monotonic())
     while True:
-        readable, _, _ = select.select([sock, wake_r], [], [])
+        timeout = None
+        if ready is None and not _cuda_initialised(framework):
+            # Not at once after a handoff: the fork would compete with that trial's start for the CPU.
+            wait = handed_off + REFORK_AFTER_S - time.monotonic()
+            if wait <= 0:
+                ready = _fork_ready(sock, wake_fds)
+            else:
+                timeout = wait
+        readable, _, _ = select.select([sock, wake_r], [], [], timeout)
         if wake_r in readable:
             try:
                 os.read(wake_r, 4096)
             except BlockingIOError:
                 pass
-            _reap(sock)
+            _reap(sock, dropped)
         if sock not in readable:
             continue
         message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 2)
         if not message:
+            drop_ready()
             return
         request = json.loads(message)
         if "preload" in request:
             _preload(request["preload"])
+            drop_ready()
             continue
         if _cuda_initialised(framework):  # never fork a process with CUDA state
             for fd in fds:
                 os.close(fd)
+            drop_ready()
             raise RuntimeError("CUDA was initialised in the fork server; it stops (trials start cold)")
-        pid = os.fork()
-        if pid == 0:
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            os.close(wake_r)
-            os.close(wake_w)
-            sock.close()
-            _take_pipes(fds)
-            raise _Child(request)
+        pid = None
+        if ready is not None:
+            try:
+                socket.send_fds(ready.sock, [message], fds)
+                pid = ready.pid
+            except OSError:  # it died while it waited (killed from outside): fork one now
+                dropped.add(ready.pid)
+            ready.sock.close()
+            ready = None
+        if pid is None:
+            pid = os.fork()
+            if pid == 0:
+                _leave_server(sock, wake_fds)
+                _detach()
+                _take_pipes(fds)
+                raise _Child(request)
         for fd in fds:
             os.close(fd)
         _send(sock, {"pid": pid})
+        handed_off = time.monotonic()
 
 
 # The server's environment before its imports (they may change os.environ).
@@ -394,7 +488,7 @@ def _preload(modules: List[str]) -> None:
     gc.freeze()
 
 
-def _reap(sock: socket.socket) -> None:
+def _reap(sock: socket.socket, dropped: Set[int]) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -402,15 +496,22 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
+        if pid in dropped:
+            dropped.discard(pid)
+            continue
         _send(sock, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def _take_pipes(fds: List[int]) -> None:
-    """stdin /dev/null, stdout and stderr the trial's pipes, a session of its own: as a process started cold."""
+def _detach() -> None:
+    """A session of its own (as a process started cold), and death with the server (which dies with the master)."""
     os.setsid()
     from determined.common._process import die_with_parent
 
-    die_with_parent()  # dies with the server, which dies with the master
+    die_with_parent()
+
+
+def _take_pipes(fds: List[int]) -> None:
+    """stdin /dev/null, stdout and stderr the trial's pipes: as a process started cold."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -439,8 +540,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     import gc
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2 or args[0] not in FRAMEWORK_IMPORTS or not args[1].isdigit():
-        print(f"usage: python -m determined.exec.forkserver {{{','.join(FRAMEWORK_IMPORTS)}}} FD", file=sys.stderr)
+    if len(args) != 2 or args[0] not in SERVERS or not args[1].isdigit():
+        print(f"usage: python -m determined.exec.forkserver {{{','.join(SERVERS)}}} FD", file=sys.stderr)
         return 2
     framework, fd = args[0], int(args[1])
     _STARTED_ENV.update(os.environ)
@@ -463,7 +564,7 @@ def _run_child(framework: str, assignment: Dict[str, Any]) -> int:
 
     _reseed()
     env = assignment.get("env")
-    if isinstance(env, dict) and import_time_variables(env) != import_time_variables(_STARTED_ENV):
+    if isinstance(env, dict) and startup_variables(framework, env) != startup_variables(framework, _STARTED_ENV):
         # read when this process started or imported the framework: only a cold process gets them right
         os.chdir(str(assignment.get("cwd") or "."))
         os.execve(harness_command()[0], harness_command(), {str(k): str(v) for k, v in env.items()})
@@ -471,7 +572,8 @@ def _run_child(framework: str, assignment: Dict[str, Any]) -> int:
     # environment, as the same imports would have done in a cold process.
     effects = {k: v for k, v in os.environ.items() if _STARTED_ENV.get(k) != v}
     removed = [k for k in _STARTED_ENV if k not in os.environ]
-    _environment.PRELOADED_FRAMEWORK = framework
+    if framework != HARNESS_ONLY:
+        _environment.PRELOADED_FRAMEWORK = framework
     _become(assignment)
     trial_env = dict(env) if isinstance(env, dict) else {}
     for k, v in effects.items():
@@ -480,14 +582,6 @@ def _run_child(framework: str, assignment: Dict[str, Any]) -> int:
     for k in removed:
         if trial_env.get(k) == _STARTED_ENV.get(k):
             os.environ.pop(k, None)
-    if os.environ.get("XPROF"):
-        import cProfile, time
-        t0 = time.time()
-        pr = cProfile.Profile(); pr.enable()
-        try:
-            return harness.main()
-        finally:
-            pr.disable(); pr.dump_stats(os.environ["XPROF"]); print("XPROF total", time.time() - t0, file=sys.stderr)
     return harness.main()
 
 

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional
 
 import httpx
 
-from determined import core, errors
+from determined import _numpy_compat, core, errors
 from determined.common import data_dir
 from determined.common.api import Session, http_client, make_url
 from determined.config import no_effect_notes
@@ -34,10 +34,11 @@ from determined.config.entrypoint import command_of, runs_a_script
 from determined.core._context import MASTER_RETRIES, hand_over_trial_context
 from determined.core._info import ClusterInfo, trial_environment
 from determined.exec import _script
-from determined.exec._environment import apply_environment_variables
+from determined.exec._environment import apply_environment_variables, take_run_context
 from determined.exec._model_def import extract_model_def
 from determined.exec._startup_hook import StartupHookError, run_startup_hook
 from determined.exec._startup_hook import forget_status as forget_startup_hook_status
+from determined.tensorflow import _tf1_compat
 
 logger = logging.getLogger("determined.harness")
 
@@ -87,11 +88,8 @@ def _run_native_command(command: List[str]) -> None:
             f"the Native API command's script {script!r} is not in the model directory"
         )
     sys.argv = list(command)
-    from determined import _numpy_compat
-    from determined.tensorflow import _tf1_compat
-
     _tf1_compat.install_when_imported()  # TensorFlow 1.x idioms of the script, if it imports TensorFlow
-    _numpy_compat.install()  # NumPy's removed aliases (np.int, ...)
+    _numpy_compat.install_when_imported()  # NumPy's removed aliases (np.int, ...), if the script uses NumPy
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
@@ -117,12 +115,17 @@ def _run_trial_class(entrypoint: str, work_dir: pathlib.Path) -> None:
 
 
 def _run(session: Session, trial_id: int) -> int:
-    context: Dict[str, Any] = session.get(f"/trials/{trial_id}/context")
+    # What the run starts with (the context, the model definition, the first operation): handed over by the
+    # resource manager that started it, else in one request.
+    context: Dict[str, Any] = take_run_context(trial_id) or session.get(
+        f"/trials/{trial_id}/context", params={"with_model_def": "true", "with_operation": "true"})
+    model_def = context.pop("model_def", None)
     config: Dict[str, Any] = context["config"]
     apply_environment_variables(config)  # may start this process again with them (PYTHON* variables)
     hand_over_trial_context(trial_id, context)
     experiment_id = int(context["experiment_id"])
-    model_def = session.get(f"/experiments/{experiment_id}/model_def")
+    if not isinstance(model_def, dict) or "b64_tgz" not in model_def:
+        model_def = session.get(f"/experiments/{experiment_id}/model_def")
     work_dir = _make_work_dir(trial_id)
     run_dir = work_dir.with_name(work_dir.name + ".run")  # the run's own files, outside the model dir
     previous_cwd = os.getcwd()

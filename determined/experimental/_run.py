@@ -14,6 +14,7 @@ from determined.experimental import _connect, _follow, _prewarm
 
 Console = Any  # a rich.console.Console (rich is imported when a display starts)
 PAUSE_WAIT_S = 120.0  # how long a Ctrl-C waits for the running trials to checkpoint
+STATE_WAIT_S = 5.0  # the longest a command running the master waits between two looks at its experiment
 
 
 def validate_config(raw: Dict[str, Any]) -> Dict[str, Any]:
@@ -221,8 +222,13 @@ def _print(console: Console, text: str) -> None:
         pass
 
 
-def _wait(session: Session, experiment_id: int, interval: float = 0.5,
+def _wait(session: Session, experiment_id: int, interval: Optional[float] = None,
           wait: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
+    """Until the experiment ends or pauses. By default it looks every 0.5 s; with `wait`, the master's notice of
+    experiment state changes, only when that wakes it (or every STATE_WAIT_S): a look describes every trial, which
+    costs the master more the more trials the experiment has."""
+    if interval is None:
+        interval = STATE_WAIT_S if wait is not None else 0.5
     while True:
         desc = session.get(f"/experiments/{experiment_id}")
         if desc["experiment"]["state"] in _follow.TERMINAL_STATES or desc["experiment"]["state"] == "PAUSED":

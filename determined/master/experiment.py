@@ -271,8 +271,24 @@ def _trial_by_request(s: Session, exp: Experiment, request_id: str, created: Opt
     return trial
 
 
+# Set in a transaction's session when it changed what the scheduler may start or should release: a trial created,
+# work for a trial that does not run, the search shut down, a running trial left waiting for work (which another
+# trial may need the slot of). `Master.write(wake=WAKE_IF_NEEDED)` wakes the scheduler only then. More work for a
+# running trial, or a running trial closed, need no scheduler: the trial asks for its work itself, and exits.
+SCHEDULING_CHANGED = "scheduling_changed"
+
+
+def note_scheduling_change(s: Session) -> None:
+    s.info[SCHEDULING_CHANGED] = True
+
+
 def _apply_operation(s: Session, exp: Experiment, method: searcher.Searcher, op: searcher.Operation,
                      created: _Created) -> List[Event]:
+    if isinstance(op, (searcher.Create, searcher.Shutdown)):
+        note_scheduling_change(s)
+    elif isinstance(op, searcher.ValidateAfter) and (
+            op.request_id in created.trials or not is_running(_trial_by_request(s, exp, op.request_id, created))):
+        note_scheduling_change(s)
     if isinstance(op, searcher.Create):
         trial = Trial(
             experiment_id=exp.id,

@@ -19,11 +19,11 @@ from determined import errors
 from determined.common.framework_scan import TrialImports, scan_archive
 from determined.config import environment_variables
 from determined.config.entrypoint import runs_a_script
-from determined.master import allocations, isolation, scheduler, states, trial_notes
+from determined.master import allocations, isolation, protocol, scheduler, states, trial_notes
 from determined.master import gc as checkpoint_gc
 from determined.master import storage_roots as storage_roots_mod
 from determined.master.db import Experiment, Trial, engine as db_engine
-from determined.master.experiment import SLOTS_INFO, progress_now
+from determined.master.experiment import SCHEDULING_CHANGED, SLOTS_INFO, progress_now
 from determined.master.log_policies import LogPolicyMonitor
 from determined.master.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
@@ -32,6 +32,8 @@ from determined.master.rm.trial_env import TrialUser
 
 # Set in a write transaction's session when it changed an experiment's state (see `_note_experiment_state`).
 _EXPERIMENT_STATE_CHANGED = "experiment_state_changed"
+# `Master.write(wake=WAKE_IF_NEEDED)`
+WAKE_IF_NEEDED = "if_needed"
 
 
 @sqlalchemy_event.listens_for(Experiment.state, "set")
@@ -228,11 +230,14 @@ class Master:
     # ------------------------------------------------------------ transactions
 
     @contextlib.contextmanager
-    def write(self, *, wake: bool = True) -> Iterator[Session]:
+    def write(self, *, wake: "bool | str" = True) -> Iterator[Session]:
         """A transaction that changes state: serialised by the master's lock, committed on success.
 
         The scheduler looks at the new state at once unless `wake` is false (a change that cannot start or
-        stop anything, such as a metrics report); its own transactions never wake it again.
+        stop anything, such as a metrics report); its own transactions never wake it again. `WAKE_IF_NEEDED`:
+        only when the transaction changed an experiment's state or what the search method asks for (a report of
+        a running trial, which mostly changes neither: a scheduler woken for nothing would compete with the
+        trial's next request).
         """
         with self.lock:
             with self._writes() as s:
@@ -244,6 +249,9 @@ class Master:
                     raise
                 notes, ended = trial_notes.take(s)
                 state_changed = s.info.pop(_EXPERIMENT_STATE_CHANGED, False)
+                scheduling_changed = s.info.pop(SCHEDULING_CHANGED, False)
+        if wake == WAKE_IF_NEEDED:
+            wake = state_changed or scheduling_changed
         self._log_notes(notes, ended)
         if state_changed:
             with self._experiments_changed:
@@ -363,7 +371,12 @@ class Master:
     def tick(self) -> None:
         assert self.rm is not None
         deadline = time.monotonic() + TICK_BUDGET_S
-        self._reap(deadline=deadline)
+        if self._collect_exits() and not self._stop_requested.is_set() and self._has_waiting_work():
+            # Runs that ended cleanly freed their slots and trials with work wait: start them first, then record
+            # the ends (the next trial starts while its predecessor's end, and the search method's answer to it,
+            # are recorded). A run that failed is recorded first, so that its trial's restart keeps its place.
+            self._schedule(deadline)
+        self._record_exits(deadline=deadline)
         # Only reads: no write transaction (and no master lock) for a tick that has nothing to change.
         with self.read() as s:
             running = list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None))))
@@ -379,6 +392,10 @@ class Master:
         if time.monotonic() - self._progress_refreshed >= PROGRESS_REFRESH_S:
             self._progress_refreshed = time.monotonic()
             self._refresh_progress()
+
+    def _has_waiting_work(self) -> bool:
+        with self.read() as s:
+            return scheduler.has_waiting_work(s)
 
     def _refresh_progress(self) -> None:
         """Move the progress of experiments whose trials run with what they trained since their last report to
@@ -409,14 +426,16 @@ class Master:
         """Record the exits of ended runs, until `deadline` (time.monotonic(); at least one; None: all). An exit the
         database refuses (a full disk) is kept and recorded at a later tick: a trial's end is never lost, and its
         experiment never stays ACTIVE with nothing running."""
+        self._collect_exits()
+        self._record_exits(master_stopping=master_stopping, deadline=deadline)
+
+    def _collect_exits(self) -> bool:
+        """Take the runs that ended from the resource manager (their slots are free from now on) and store their
+        last log lines; True when every one of them ended cleanly (exit code 0)."""
         assert self.rm is not None
         new = self.rm.poll_exited()
-        exits, self._unrecorded_exits = self._unrecorded_exits + new, []
-        if not exits:
-            if self.log_policies.has_pending():
-                with self.write(wake=False) as s:
-                    self.log_policies.record(s)
-            return
+        if not new:
+            return False
         for trial_id, allocation_id, code in new:
             logger.info("trial %s: run %s exited with code %s", trial_id, allocation_id, code)
         if self.log_writer is not None:
@@ -424,6 +443,17 @@ class Master:
                 self.log_writer.run_ended(trial_id)
             # The runs' own lines are stored before their ends are: whoever sees a trial ended reads all its lines.
             self.log_writer.flush()
+        self._unrecorded_exits += new
+        return all(code == 0 for _, _, code in new)
+
+    def _record_exits(self, *, master_stopping: bool = False, deadline: Optional[float] = None) -> None:
+        """Record the exits `_collect_exits` took, until `deadline` (see `_reap`)."""
+        exits, self._unrecorded_exits = self._unrecorded_exits, []
+        if not exits:
+            if self.log_policies.has_pending():
+                with self.write(wake=False) as s:
+                    self.log_policies.record(s)
+            return
         recorded = 0
         try:
             with self.write() as s:
@@ -496,12 +526,19 @@ class Master:
                     self.log_policies.watch(trial.id, allocation_id, exp.config)
                     env = environment_variables(exp.config, "cuda" if self.rm.slots.kind == "gpu" else "cpu")
                     script = runs_a_script(exp.config)
+                    # A resource manager that can hand the run its context (the local one: a file in the run's
+                    # directory) saves the run its first request: the answer it would get is computed now.
+                    context = (protocol.run_start_context(s, trial, cluster_id=self.cluster_id,
+                                                          data_dir=str(self.data_dir))
+                               if getattr(self.rm, "hands_over_context", False) else None)
                     launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp), env,
-                                     script, None if script else self._trial_imports(exp)))
-        for trial_id, exp_id, allocation_id, token, slots, env, script, imports in launches:
+                                     script, None if script else self._trial_imports(exp), context))
+        for trial_id, exp_id, allocation_id, token, slots, env, script, imports, context in launches:
             try:
-                # the Ray RM starts every trial cold
-                kwargs = {"framework": imports.framework, "preload": imports.modules} if imports else {}
+                # framework and modules for a resource manager with fork servers, context for one that hands it over
+                kwargs: Dict[str, Any] = {"framework": imports.framework, "preload": imports.modules} if imports else {}
+                if context is not None:
+                    kwargs["context"] = context
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
                                slots_needed=slots, master_url=self.url, env=env, script=script, **kwargs)
             except Exception as e:

@@ -1,4 +1,5 @@
 """The trial side of the protocol: what a trial process pulls and reports (docs/internals.md)."""
+import base64
 import dataclasses
 import datetime
 import json
@@ -14,6 +15,7 @@ from determined.master import names, registry, states, trial_notes
 from determined.master.allocations import running_trial
 from determined.master.db import (
     Checkpoint,
+    Experiment,
     GroupMetrics,
     SearcherOperation,
     TrainingMetrics,
@@ -26,6 +28,7 @@ from determined.master.experiment import (
     feed_searcher,
     get_experiment,
     latest_own_checkpoint,
+    note_scheduling_change,
     pending_operations,
     runs_own_loop,
     start_steps,
@@ -51,7 +54,7 @@ def authorize(trial: Trial, token: Optional[str]) -> None:
         raise RequestProblem(409, f"trial {trial.id}: this process is not the trial's current run; it should exit")
 
 
-def trial_context(s: Session, trial: Trial) -> Dict[str, Any]:
+def trial_context(s: Session, trial: Trial, *, with_model_def: bool = False) -> Dict[str, Any]:
     exp = get_experiment(s, trial.experiment_id)
     own = latest_own_checkpoint(s, trial.id)
     latest: Optional[Dict[str, Any]] = None
@@ -63,7 +66,7 @@ def trial_context(s: Session, trial: Trial) -> Dict[str, Any]:
         source = s.scalars(select(Checkpoint).where(Checkpoint.uuid == trial.warm_start_checkpoint_uuid)).first()
         latest = {"uuid": trial.warm_start_checkpoint_uuid, "steps_completed": source.steps_completed if source else 0}
         steps = start_steps(s, trial)
-    return {
+    context = {
         "trial_id": trial.id,
         "experiment_id": exp.id,
         "config": exp.config,
@@ -73,6 +76,27 @@ def trial_context(s: Session, trial: Trial) -> Dict[str, Any]:
         "steps_completed": steps,
         "trial_run_id": trial.runs,
     }
+    if with_model_def:
+        context["model_def"] = model_def_answer(exp)
+    return context
+
+
+def run_start_context(s: Session, trial: Trial, *, cluster_id: str, data_dir: str, with_model_def: bool = True,
+                      with_operation: bool = True) -> Dict[str, Any]:
+    """`GET /trials/{id}/context`'s answer (the trial's own run's: its config unredacted), by default with what the
+    run starts with (`with_model_def`, `with_operation`)."""
+    context = trial_context(s, trial, with_model_def=with_model_def)
+    context["cluster_id"] = cluster_id
+    context["master_data_dir"] = data_dir  # as GET /master/info gives it to anyone
+    if with_operation:
+        context["searcher_operation"] = next_operation(s, trial)
+        context["preempt"] = bool(trial.preempt_requested)
+    return context
+
+
+def model_def_answer(exp: Experiment) -> Dict[str, str]:
+    """The experiment's model definition as the routes give it: `{"b64_tgz": <base64 of the .tar.gz>}`."""
+    return {"b64_tgz": base64.b64encode(exp.model_def).decode("ascii")}
 
 
 def next_operation(s: Session, trial: Trial) -> Dict[str, Any]:
@@ -105,7 +129,12 @@ def complete_operation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dic
     trial.total_batches = max(trial.total_batches, length)
     trial.end_time = utcnow()  # the end of its training, unless the search method gives it more work
     feed_searcher(s, exp, [("validation_completed", {"request_id": trial.request_id, "metric": metric, "length": op.length})])
-    return {}
+    # What the trial asks next, as `searcher/operation` and the preemption signal would answer it after this change
+    # (saves it those requests).
+    following = next_operation(s, trial)
+    if following.get("wait"):  # the trial waits for the search method: its slot may be wanted by another trial
+        note_scheduling_change(s)
+    return {"next_operation": following, "preempt": bool(trial.preempt_requested)}
 
 
 def _already_completed(s: Session, trial_id: int, length: int) -> bool:

@@ -90,6 +90,17 @@ def pick_trials(s: Session, free_slots: int, zero_slot_room: int = 0,
         demand.running_slots += demand.slots_per_trial
 
 
+def has_waiting_work(s: Session) -> bool:
+    """Whether a trial of an active experiment waits for a slot with an operation to do (one query, for a tick
+    that may start runs before anything else; `pick_trials` decides which, and also sees the trials of
+    experiments that run their own loop, which have work without operations)."""
+    active = select(Experiment.id).where(Experiment.state == states.ACTIVE, Experiment.unmanaged.is_not(True))
+    has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id,
+                                                  SearcherOperation.completed.is_(False)).exists()
+    return s.scalar(select(Trial.id).where(Trial.experiment_id.in_(active), Trial.state == states.ACTIVE,
+                                           Trial.allocation_id.is_(None), has_work).limit(1)) is not None
+
+
 def has_zero_slot_work(s: Session) -> bool:
     """Whether an active experiment has `slots_per_trial: 0` (a read: its trials may start with no free slot)."""
     return any(slots_per_trial(exp) == 0 for exp in active_experiments(s))

@@ -34,6 +34,8 @@ import threading
 from types import ModuleType
 from typing import Any, Dict, Iterable, Iterator, Optional, Sequence
 
+from determined.common.import_hooks import call_after_import
+
 logger = logging.getLogger("determined.tensorflow")
 
 _lock = threading.RLock()
@@ -297,48 +299,6 @@ def install() -> None:
         _tf1_contrib.install()
 
 
-class _OnTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Installs the shims right after the module `tensorflow` has been executed."""
-
-    def find_spec(self, fullname: str, path: Optional[Sequence[str]], target: Any = None) -> Any:
-        if fullname != "tensorflow":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        original = getattr(loader, "exec_module", None)
-        if original is None:
-            return spec
-
-        def exec_module(module: ModuleType) -> None:
-            original(module)
-            del loader.exec_module  # back to the class's method
-            _remove_hook()
-            install()
-
-        loader.exec_module = exec_module
-        return spec
-
-
-def _remove_hook() -> None:
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _OnTensorFlowImport)]
-
-
 def install_when_imported() -> None:
     """Install the shims now if TensorFlow is imported, else when it is (this imports no TensorFlow)."""
-    with _lock:
-        if _installed:
-            return
-        if "tensorflow" in sys.modules:
-            install()
-            return
-        if importlib.util.find_spec("tensorflow") is None:
-            return
-        if not any(isinstance(f, _OnTensorFlowImport) for f in sys.meta_path):
-            sys.meta_path.insert(0, _OnTensorFlowImport())
+    call_after_import("tensorflow", install)

@@ -1,4 +1,4 @@
-"""Warm trial starts (determined/exec/forkserver.py): a trial forked from the torch server behaves as a cold one.
+"""Warm trial starts (determined/exec/forkserver.py): a trial forked from a fork server (torch's, or the harness-only one) behaves as a cold one.
 
 One local resource manager and one torch fork server serve the whole module (the server's torch import is the
 expensive part); the probe trial imports torch, and its controller prints what a process can observe of itself.
@@ -171,7 +171,11 @@ def test_a_warm_trial_runs_exactly_like_a_cold_one(setup: Setup, caplog: pytest.
     caplog.set_level(logging.INFO, logger="determined.master")
     setup.master.config = dict(setup.config)
     setup.rm._server("torch")  # its imports overlap the cold run's
-    cold = setup.launch(None)
+    setup.rm.warm = False  # this run starts cold (no fork server; the prestart pool's first take starts it cold too)
+    try:
+        cold = setup.launch(None)
+    finally:
+        setup.rm.warm = True
     assert setup.finish() == 0
     cold_logs = _normalised(setup.logs)
     assert "forked" not in _started_how(caplog) and "prestarted" not in _started_how(caplog)
@@ -228,26 +232,40 @@ def test_forked_children_get_fresh_unseeded_generators(setup: Setup) -> None:
     assert all(a != b for a, b in zip(values[0][0].split()[1:], values[1][0].split()[1:])), values
 
 
-def test_runs_that_must_start_cold_never_get_a_warm_worker(setup: Setup, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_run_never_gets_a_worker_of_another_kind(setup: Setup, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="determined.master")
-    setup.native("quick.py")
-    # another framework: no server of its kind, and never torch's
+    setup.native("imports.py")
+    (setup.model / "imports.py").write_text(
+        "import os, sys\nprint('torch imported before', 'torch' in sys.modules, flush=True)\n"
+        "print('OMP_NUM_THREADS', os.environ.get('OMP_NUM_THREADS'), flush=True)\n")
+    setup.master.model_b64 = pack_dir(setup.model)
+
+    def saw(line: str) -> bool:
+        return ("stdout", line) in [(s, ln) for _, s, ln in setup.logs]
+
+    # another framework (no server of its own): the harness-only server, never torch's
     setup.launch("tensorflow")
     assert setup.finish() == 0
-    assert "forked" not in _started_how(caplog) and "tensorflow" not in setup.rm._servers
+    assert "forked from the harness server" in _started_how(caplog) and "tensorflow" not in setup.rm._servers
+    assert saw("torch imported before False")
     # a script entrypoint (a command) never runs in a Trial-class worker, whatever framework it is given
     setup.launch("torch", script=True)
     assert setup.finish() == 0
-    assert "forked" not in _started_how(caplog)
-    # a variable read when torch is imported that differs from the server's: a fresh process reads it
+    assert "forked from the harness server" in _started_how(caplog) and saw("torch imported before False")
+    # a variable read when torch is imported that differs from the torch server's: a process that has not
+    # imported torch yet reads it (the harness-only server's child)
     setup.launch("torch", env={"OMP_NUM_THREADS": "3"})
     assert setup.finish() == 0
-    assert "forked" not in _started_how(caplog)
-    assert ("stdout", "quick script ran") in [(s, ln) for _, s, ln in setup.logs]
-    # the same run with the server's values is forked
+    assert "forked from the harness server" in _started_how(caplog)
+    assert saw("OMP_NUM_THREADS 3") and saw("torch imported before False")
+    # a variable the interpreter reads at its start: no fork server can give it, a fresh process does
+    setup.launch("torch", env={"PYTHONHASHSEED": "7"})
+    assert setup.finish() == 0
+    assert "forked" not in _started_how(caplog) and saw("torch imported before False")
+    # the same run with the server's values is forked from torch's
     setup.launch("torch", env={"SOME_SETTING": "x"})
     assert setup.finish() == 0
-    assert "forked from the torch server" in _started_how(caplog)
+    assert "forked from the torch server" in _started_how(caplog) and saw("torch imported before True")
 
 
 def test_killing_a_warm_run_kills_its_process_group(setup: Setup) -> None:
@@ -292,3 +310,85 @@ def test_in_a_warm_process_framework_settings_of_the_config_restart_it_cold(monk
     assert not _environment._read_at_start("CUDA_VISIBLE_DEVICES") and not _environment._read_at_start("MY_FLAG")
     assert forkserver.import_time_variables({"OMP_NUM_THREADS": "1", "A": "b", "CUDA_VISIBLE_DEVICES": "0"}) == {
         "OMP_NUM_THREADS": "1"}
+
+
+NATIVE_PROBE = '''
+import json, os, random, sys
+probe = {"env": dict(os.environ), "cwd": os.getcwd(), "uid": os.getuid(), "gid": os.getgid(),
+         "groups": sorted(os.getgroups()), "own_session": os.getsid(0) == os.getpid(),
+         "stdin": os.path.realpath("/proc/self/fd/0"), "sys_path": sys.path[:2], "umask": os.umask(0o22),
+         "stdout_write_through": sys.stdout.write_through, "encoding": sys.stdout.encoding, "argv": sys.argv,
+         "frameworks": sorted(m for m in ("torch", "tensorflow", "numpy") if m in sys.modules)}
+print("probe " + json.dumps(probe, sort_keys=True).replace(probe["cwd"], "<cwd>"), flush=True)
+print("probe random %r ppid %d" % (random.random(), os.getppid()), flush=True)
+'''
+
+
+def test_a_native_script_runs_in_the_harness_server_exactly_like_a_cold_one(
+        setup: Setup, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="determined.master")
+    (setup.model / "native_probe.py").write_text(NATIVE_PROBE)
+    setup.master.model_b64 = pack_dir(setup.model)
+    setup.native("native_probe.py")
+
+    def probe() -> Tuple[Dict[str, Any], List[str]]:
+        lines = [ln for _, _, ln in setup.logs]
+        found = json.loads(next(ln for ln in lines if ln.startswith("probe {"))[len("probe "):])
+        return found, next(ln for ln in lines if ln.startswith("probe random")).split()
+
+    setup.rm.warm = False
+    try:
+        setup.launch(None)
+    finally:
+        setup.rm.warm = True
+    assert setup.finish() == 0
+    assert "forked" not in _started_how(caplog)
+    cold, _ = probe()
+    runs = []
+    for _ in range(2):
+        setup.launch(None)
+        assert setup.finish() == 0
+        assert "forked from the harness server" in _started_how(caplog)
+        runs.append(probe())
+    server = setup.rm._servers["harness"]
+    (warm, first), (_, second) = runs
+    assert warm == cold and warm["frameworks"] == [] and warm["own_session"] and warm["stdin"] == "/dev/null"
+    # forked from the server (in advance, for the next request), with fresh random state in each child
+    assert first[-1] == second[-1] == str(server.popen.pid)
+    assert first[2] != second[2]
+
+
+CONTEXT_PROBE = '''
+import os
+from determined import core
+print("handover visible", "DET_RUN_CONTEXT_FILE" in os.environ, flush=True)
+with core.init() as ctx:
+    for op in ctx.searcher.operations():
+        print("operation", op.length, "hparams", ctx.info.hparams, flush=True)
+        ctx.train.report_validation_metrics(op.length, {"loss": 0.5})
+        op.report_completed(0.5)
+'''
+
+
+@pytest.mark.parametrize("whose", ["own", "another trial's"])
+def test_a_run_handed_its_context_does_not_ask_for_it(setup: Setup, whose: str) -> None:
+    (setup.model / "context_probe.py").write_text(CONTEXT_PROBE)
+    setup.master.model_b64 = pack_dir(setup.model)
+    setup.native("context_probe.py")
+    context = {"trial_id": 3 if whose == "own" else 4, "experiment_id": 5, "config": setup.master.config,
+               "hparams": {"handed": "over"}, "trial_seed": 1234, "latest_checkpoint": None, "steps_completed": 0,
+               "model_def": {"b64_tgz": setup.master.model_b64}, "searcher_operation": {"length": 4},
+               "preempt": False}
+    asked = setup.master.context_requests
+    proc = setup.launch(None, context=context)
+    handed = pathlib.Path(proc.work_dir) / ".det-run-context.json"
+    assert handed.stat().st_mode & 0o777 == 0o600  # it holds the config's secrets: the run's user reads it only
+    assert setup.finish() == 0
+    lines = [ln for _, _, ln in setup.logs]
+    assert "handover visible False" in lines  # the trial's code never sees the platform's variable
+    if whose == "own":
+        assert setup.master.context_requests == asked
+        assert "operation 4 hparams {'handed': 'over'}" in lines  # the handed operation, not the master's length 1
+    else:  # not this trial's: asked for as before
+        assert setup.master.context_requests == asked + 1 and "operation 1 hparams {}" in lines
+    assert not handed.exists()  # the run's directory goes with the run

@@ -148,7 +148,9 @@ def _rm(tmp_path: pathlib.Path, prestart: Optional[int]) -> Tuple[LocalResourceM
     def sink(trial_id: int, when: datetime.datetime, stream: str, line: str) -> None:
         logs.append((trial_id, stream, line))
 
-    return LocalResourceManager(str(tmp_path / "work"), sink, slots=Slots(gpus=[], cpu_count=1), prestart=prestart), logs
+    rm = LocalResourceManager(str(tmp_path / "work"), sink, slots=Slots(gpus=[], cpu_count=1), prestart=prestart)
+    rm.warm = False  # these tests are about the prestart pool: no fork server (as with DET_FORK_SERVER=0)
+    return rm, logs
 
 
 def test_local_rm_runs_trials_in_prestarted_processes_and_wakes_on_exit(master: FakeMaster,

@@ -5,8 +5,8 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import Response
 
 from determined.config.storage import with_gc_policy
-from determined.master import (actions, auth, experiment_edits, gc, reads, registry, serialize, states, templates,
-                               workspaces)
+from determined.master import (actions, auth, experiment_edits, gc, protocol, reads, registry, serialize, states,
+                               templates, workspaces)
 from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
 from determined.master.dbread import reader_of
 from determined.master.experiment import get_experiment
@@ -206,8 +206,5 @@ def delete_tensorboard_files(request: Request, experiment_id: int) -> Dict[str, 
 
 @router.get("/experiments/{experiment_id}/model_def")
 def model_def(request: Request, experiment_id: int) -> Dict[str, Any]:
-    import base64
-
     with problems_as_http(), master_of(request).read() as s:
-        exp = get_experiment(s, experiment_id)
-        return {"b64_tgz": base64.b64encode(exp.model_def).decode("ascii")}
+        return protocol.model_def_answer(get_experiment(s, experiment_id))

@@ -14,6 +14,7 @@ from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
 from determined.master.db import TrainingMetrics, Trial, ValidationMetrics
 from determined.master.experiment import get_trial
+from determined.master.master import WAKE_IF_NEEDED
 
 router = APIRouter()
 
@@ -26,7 +27,8 @@ def _read(request: Request, trial_id: int, answer: Callable[[Session, Trial], Di
 
 
 def _write(request: Request, trial_id: int, body: Dict[str, Any],
-           handler: Callable[[Session, Trial, Dict[str, Any]], Dict[str, Any]], *, wake: bool = True) -> Dict[str, Any]:
+           handler: Callable[[Session, Trial, Dict[str, Any]], Dict[str, Any]], *,
+           wake: "bool | str" = True) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).write(wake=wake) as s:
         trial = get_trial(s, trial_id)
         auth.check_trial_reporter(auth.principal_of(request), s, trial, write=True)
@@ -47,14 +49,21 @@ def _replacing(table: Any, handler: Callable[[Session, Trial, Dict[str, Any]], D
 
 
 @router.get("/trials/{trial_id}/context")
-def trial_context(request: Request, trial_id: int) -> Dict[str, Any]:
-    """The trial's context; its config's secrets only for the trial's own process (config/redaction.py)."""
+def trial_context(request: Request, trial_id: int, with_model_def: bool = False,
+                  with_operation: bool = False) -> Dict[str, Any]:
+    """The trial's context; its config's secrets only for the trial's own process (config/redaction.py).
+
+    What a run starts with comes in the same answer when asked for, saving it a round trip each: `with_model_def`,
+    the experiment's model definition (`model_def`, as `GET /experiments/{id}/model_def` answers it);
+    `with_operation`, the trial's searcher operation (`searcher_operation`, as `GET .../searcher/operation`
+    answers it) and whether its run is asked to stop (`preempt`, as `GET /allocations/{id}/signals/preemption`)."""
     def answer(s: Session, trial: Trial) -> Dict[str, Any]:
-        context = protocol.trial_context(s, trial)
+        master = master_of(request)
+        context = protocol.run_start_context(s, trial, cluster_id=master.cluster_id, data_dir=str(master.data_dir),
+                                             with_model_def=with_model_def, with_operation=with_operation)
         principal = auth.principal_of(request)
         if not (principal.is_trial and principal.trial_id == trial.id):
             context["config"] = redaction.experiment_config(context["config"])
-        context["cluster_id"] = master_of(request).cluster_id
         return context
 
     return _read(request, trial_id, answer)
@@ -67,7 +76,7 @@ def searcher_operation(request: Request, trial_id: int) -> Dict[str, Any]:
 
 @router.post("/trials/{trial_id}/searcher/completed_operation")
 def completed_operation(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    return _write(request, trial_id, body, protocol.complete_operation)
+    return _write(request, trial_id, body, protocol.complete_operation, wake=WAKE_IF_NEEDED)
 
 
 _OBJECT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -108,7 +117,8 @@ async def training_metrics(request: Request, trial_id: int) -> Response:
 
 @router.post("/trials/{trial_id}/validation_metrics")
 def validation_metrics(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    return _write(request, trial_id, body, _replacing(ValidationMetrics, protocol.report_validation))
+    return _write(request, trial_id, body, _replacing(ValidationMetrics, protocol.report_validation),
+                  wake=WAKE_IF_NEEDED)
 
 
 @router.post("/trials/{trial_id}/checkpoints")

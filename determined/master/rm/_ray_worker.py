@@ -67,6 +67,7 @@ class RankWorker:
         self._work_dir: Optional[str] = None
         self._run: Optional[str] = None  # the allocation id of the run whose process this worker started last
         self._idle: Optional["subprocess.Popen[bytes]"] = None  # a prestarted harness for the next run
+        self._server: Any = None  # this worker's harness-only fork server (determined.exec.forkserver.ForkServer)
         self._die_with_parent = _die_with_parent_fn()
 
     def where(self) -> Dict[str, Any]:
@@ -88,12 +89,17 @@ class RankWorker:
         }
 
     def start(self, command: Sequence[str], env_updates: Dict[str, str],
-              prestart: Optional[Sequence[str]] = None) -> int:
+              prestart: Optional[Sequence[str]] = None, *, fork_server: bool = False,
+              context: Optional[Dict[str, Any]] = None) -> int:
         """Start the trial process; its pid. `command[0]` "python" means this worker's own interpreter.
 
         A worker kept for reuse starts the next run's process after the previous one exited and was drained.
-        With `prestart` (`python -m determined.exec.prestart`, which runs the harness like `command`), the
-        worker also keeps one prestarted harness process ready for its next run, and uses it when it has one.
+        With `fork_server` (`command` is the harness), the worker starts a harness-only fork server
+        (determined/exec/forkserver.py) with its first run, and forks the runs after it from there: a fork
+        instead of a process that imports the harness. Without it (or while the server starts), with `prestart`
+        (`python -m determined.exec.prestart`, which runs the harness like `command`) the worker keeps one
+        prestarted harness process ready for its next run, and uses it when it has one. `context`: the run's
+        context, written into the run's directory for the harness (determined.exec._environment.take_run_context).
         """
         with self._cond:
             if self._proc is not None and self._exit_code is None:
@@ -105,7 +111,13 @@ class RankWorker:
         env = dict(base)
         env.update(env_updates)
         self._work_dir = tempfile.mkdtemp(prefix=f"det-ray-{env_updates.get('DET_ALLOCATION_ID', 'run')}-")
-        proc = self._take_prestarted(env, self._work_dir)
+        if context is not None:
+            from determined.exec._environment import RUN_CONTEXT_ENV, write_run_context
+
+            env[RUN_CONTEXT_ENV] = write_run_context(self._work_dir, context)
+        proc = self._spawn_warm(env, self._work_dir, base) if fork_server else None
+        if proc is None:
+            proc = self._take_prestarted(env, self._work_dir)
         if proc is None:
             argv = list(command)
             if argv and argv[0] == "python":
@@ -118,7 +130,7 @@ class RankWorker:
                     self._exit_code = 127
                     self._cond.notify_all()
                 raise RuntimeError(self._start_error) from None
-        if prestart and self._idle is None:
+        if prestart and self._idle is None and (self._server is None or not self._server.alive()):
             argv = list(prestart)
             if argv and argv[0] == "python":
                 argv[0] = sys.executable
@@ -127,6 +139,48 @@ class RankWorker:
             except OSError:
                 self._idle = None  # the next run starts its process itself
         return proc.pid
+
+    def _spawn_warm(self, env: Dict[str, str], cwd: str, base: Dict[str, str]) -> Any:
+        """The trial's process forked from this worker's fork server (started with the first run, which does not
+        wait for it); None when the server is not ready or cannot take this environment."""
+        from determined.exec import forkserver
+
+        if self._server is None:
+            self._start_server(base)
+            return None
+        server = self._server
+        if not server.ready(0) or (forkserver.startup_variables(forkserver.HARNESS_ONLY, env)
+                                   != forkserver.startup_variables(forkserver.HARNESS_ONLY, server.env)):
+            return None
+        proc = server.spawn(env, cwd)
+        if proc is None:
+            return None
+        with self._cond:
+            self._proc = proc
+            self._readers = [self._reader("stdout", proc.stdout), self._reader("stderr", proc.stderr)]
+        threading.Thread(target=lambda: self._exited(proc, proc.wait()), name="det-trial-process",
+                         daemon=True).start()
+        return proc
+
+    def _start_server(self, base: Dict[str, str]) -> None:
+        """Start the fork server from a thread that lives as long as this process (PR_SET_PDEATHSIG fires when
+        the thread that forked it ends): it dies with the worker, and its children with it."""
+        from determined.exec import forkserver
+
+        started = threading.Event()
+
+        def hold() -> None:
+            try:
+                self._server = forkserver.ForkServer(forkserver.HARNESS_ONLY, tempfile.gettempdir(), base,
+                                                     preexec_fn=self._die_with_parent)
+            except OSError:
+                self._server = None
+            started.set()
+            if self._server is not None:
+                threading.Event().wait()
+
+        threading.Thread(target=hold, name="det-fork-server", daemon=True).start()
+        started.wait()
 
     @staticmethod
     def _base_env() -> Dict[str, str]:

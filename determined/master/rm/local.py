@@ -11,10 +11,11 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from determined.common._process import die_with_parent
 from determined.exec import forkserver
+from determined.exec._environment import RUN_CONTEXT_ENV, write_run_context
 from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
 from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
 from determined.master.rm.slots import Slots, detect_slots
@@ -64,15 +65,17 @@ class LocalResourceManager:
     `trial_command` replaces `python -m determined.exec.harness` as the program a trial runs; it exists for
     tests of the master that use a small fake trial program instead of the real harness.
 
-    A 1-slot run of the harness starts in a prestarted process (`determined.exec.prestart`) when one is idle:
-    Python has started and imported the harness while earlier trials ran. `prestart` (default: the
-    DET_HARNESS_PRESTART variable, else one per slot up to MAX_PRESTART) is how many wait; 0 turns it off.
-    A 1-slot run of a Trial class whose framework the master read from its source (`framework`, see
-    determined/common/framework_scan.py) starts as a child of that framework's fork server
-    (determined/exec/forkserver.py), which has imported the harness and the framework once; the server starts
-    with the first such run (which waits for its imports instead of paying them itself), and a run whose
-    import-time variables differ from the server's starts cold. DET_FORK_SERVER=0, or prestarting off (0), turns
-    this off.
+    A 1-slot run starts as a child of a fork server (determined/exec/forkserver.py): a Trial class whose framework
+    the master read from its source (`framework`, see determined/common/framework_scan.py) in that framework's
+    server, which has imported the harness and the framework once; every other 1-slot run (a Native API command, a
+    script, another framework's Trial class), or one whose import-time variables differ from the framework
+    server's, in the harness-only server, which has imported the harness alone. A server starts with the first run
+    that needs it (which waits for its imports instead of paying them itself). A run that neither server can take
+    (variables read at interpreter start that differ from theirs, a run on several slots) starts in a prestarted
+    process (`determined.exec.prestart`) when one is idle: Python has started and imported the harness while
+    earlier trials ran. `prestart` (default: the DET_HARNESS_PRESTART variable, else one per slot up to
+    MAX_PRESTART) is how many wait; 0 turns prestarting and the fork servers off, and DET_FORK_SERVER=0 the fork
+    servers (runs then start prestarted or cold).
     `exit_listener` is called, from a watcher thread, as soon as a run's process ends, so that the caller
     can reap it without waiting for its next poll.
 
@@ -153,7 +156,7 @@ class LocalResourceManager:
         server = self._servers.get(framework)
         if server is not None and server.alive():
             return server
-        if framework not in forkserver.FRAMEWORK_IMPORTS:
+        if framework not in forkserver.SERVERS:
             return None
         env = self.warm_env()
         server = forkserver.take_prewarmed(framework, env, self._popen_user)
@@ -169,7 +172,7 @@ class LocalResourceManager:
         server = self._server(framework)
         if server is None:
             return None
-        if forkserver.import_time_variables(env) != forkserver.import_time_variables(server.env):
+        if forkserver.startup_variables(framework, env) != forkserver.startup_variables(framework, server.env):
             return None  # the run's thread counts, paths or framework settings differ: a fresh process reads them
         if not server.ready(forkserver.READY_TIMEOUT_S):
             logger.warning("the %s fork server is not serving; trials start cold", framework)
@@ -185,12 +188,19 @@ class LocalResourceManager:
             os.chown(path, self.trial_user.uid, self.trial_user.gid)
         return path
 
+    # The master may give `launch` the run's context (`context=`): the answer the run would get to its first
+    # request, `GET /trials/{id}/context?with_model_def=true&with_operation=true`.
+    hands_over_context = True
+
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
                master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False,
-               framework: Optional[str] = None, preload: Sequence[str] = ()) -> TrialProcess:
+               framework: Optional[str] = None, preload: Sequence[str] = (),
+               context: Optional[Mapping[str, Any]] = None) -> TrialProcess:
         """Start a run of a trial on `slots_needed` free slots (one process holding them all when `script`); `env`:
         the experiment's own variables; `framework`: the one its Trial class imports, when known, and `preload`
-        the modules from outside its model directory that it imports (the fork server imports them once)."""
+        the modules from outside its model directory that it imports (the fork server imports them once);
+        `context`: the run's context, handed to it in a file of its run directory (`write_run_context`), so that
+        it does not ask for it."""
         free = [i for i in range(self.slots.total) if i not in self._used]
         if len(free) < slots_needed:
             raise RuntimeError(f"trial {trial_id} needs {slots_needed} slots but only {len(free)} are free")
@@ -201,6 +211,9 @@ class LocalResourceManager:
             os.chown(work_dir, self.trial_user.uid, self.trial_user.gid)
             os.chmod(work_dir, 0o700)
         proc_env = self.base_env()
+        if context is not None:
+            owner = (self.trial_user.uid, self.trial_user.gid) if self.trial_user is not None else None
+            proc_env[RUN_CONTEXT_ENV] = write_run_context(work_dir, context, owner)
         cores = os.cpu_count() or 1
         if self.slots.kind == "gpu":
             visible = ",".join(self.slots.gpus[i] for i in chosen)
@@ -224,9 +237,13 @@ class LocalResourceManager:
         poolable = one_process and not any(n.startswith(("PYTHON", "LD_")) for n in (env or {}))
         popen: "Optional[subprocess.Popen[bytes] | forkserver.ForkedProcess]" = None
         how = ""
-        if self.warm and framework and slots_needed == 1 and not script:
-            popen = self._spawn_warm(framework, proc_env, work_dir, preload)
-            how = f", forked from the {framework} server" if popen is not None else ""
+        if self.warm and slots_needed == 1:
+            for server in _servers_to_try(framework, script):
+                popen = self._spawn_warm(server, proc_env, work_dir,
+                                         preload if server != forkserver.HARNESS_ONLY else ())
+                if popen is not None:
+                    how = f", forked from the {server} server"
+                    break
         if popen is None and self._pool is not None and poolable:
             popen = self._pool.take(proc_env, work_dir)
             how = ", prestarted" if popen is not None else ""
@@ -348,6 +365,13 @@ def _owned_dir(path: str, uid: int) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
+
+
+def _servers_to_try(framework: Optional[str], script: bool) -> List[str]:
+    """The fork servers a 1-slot run may start in, in order: its framework's (a Trial class whose framework has
+    one), then the harness-only server, whose child imports what it needs itself."""
+    first = forkserver.HARNESS_ONLY if script else forkserver.server_for(framework)
+    return [first] if first == forkserver.HARNESS_ONLY else [first, forkserver.HARNESS_ONLY]
 
 
 def _prestart_size(prestart: Optional[int], total_slots: int) -> int:

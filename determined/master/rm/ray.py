@@ -38,7 +38,7 @@ from determined import errors
 from determined.common import env_seconds
 from determined.master.rm import _ray_worker
 from determined.master.rm.base import LogSink
-from determined.master.rm.local import PRESTART_ENV, TERM_GRACE_S
+from determined.master.rm.local import PRESTART_ENV, TERM_GRACE_S, WARM_ENV
 
 logger = logging.getLogger("determined.master")
 
@@ -178,6 +178,7 @@ class RayRun:
     drain_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
     kill_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
     user_env: Dict[str, str] = dataclasses.field(default_factory=dict)  # environment.environment_variables
+    context: Optional[Dict[str, Any]] = None  # the run's context, handed to its processes (launch(context=...))
     exit_codes: Dict[int, int] = dataclasses.field(default_factory=dict)
     pid: Optional[int] = None  # rank 0's process on its node
     preempt_deadline: Optional[float] = None
@@ -256,6 +257,9 @@ class RayResourceManager:
         self.prestart_command: Optional[List[str]] = (
             list(PRESTART_COMMAND) if self.trial_command == list(DEFAULT_TRIAL_COMMAND)
             and os.environ.get(PRESTART_ENV, "").strip() != "0" else None)
+        # ... and forks it from a harness-only fork server of its own (determined/exec/forkserver.py), unless
+        # DET_FORK_SERVER=0 too.
+        self.fork_server = self.prestart_command is not None and os.environ.get(WARM_ENV, "").strip() != "0"
         self.storage_check_timeout = (storage_check_timeout if storage_check_timeout is not None
                                       else env_seconds("DET_RAY_CHECK_TIMEOUT_S", STORAGE_CHECK_TIMEOUT_S))
         self._runs: Dict[str, RayRun] = {}
@@ -413,15 +417,22 @@ class RayResourceManager:
             return {"GPU": 1.0, "CPU": self.cpus_per_slot}
         return {"CPU": self.cpus_per_slot}
 
+    # The master may give `launch` the run's context (see LocalResourceManager.hands_over_context): each actor
+    # writes it into its run directory on its node, and the harness reads it there instead of asking the master.
+    hands_over_context = True
+
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
-               master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False) -> RayRun:
+               master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False,
+               context: Optional[Mapping[str, Any]] = None) -> RayRun:
         """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed.
 
         `env`: the experiment's own environment variables (the platform's DET_* variables win over them). A
-        `script` run starts one harness per node (on the node's first actor), which holds that node's slots."""
+        `script` run starts one harness per node (on the node's first actor), which holds that node's slots.
+        `context`: the run's context, handed to its processes."""
         run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None,
                      script=script)
         run.user_env = dict(env or {})
+        run.context = dict(context) if context is not None else None
         pool = next((p for p in self._idle if len(p.actors) == slots_needed
                      and not any(node in self._dead for node in p.rank_nodes)), None)
         if pool is not None:
@@ -580,7 +591,9 @@ class RayResourceManager:
             self._log(run, rank, "stdout",
                       f"[ray] run {run.allocation_id}: rank {rank} on node {run.node_ips[rank]} (node id {node})",
                       time.time())
-            run.start_refs[rank] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command))
+            run.start_refs[rank] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command,
+                                                                     fork_server=self.fork_server,
+                                                                     context=run.context))
             run.drain_refs[rank] = self._watch(actor.drain.remote(DRAIN_WAIT_S, run.allocation_id))
         run.state = "running"
         logger.info("trial %s: run %s started on Ray node(s) %s; it reaches the master at %s", run.trial_id,
@@ -610,7 +623,9 @@ class RayResourceManager:
                       f"{run.rank_nodes[leader]}) runs container {container} of {len(containers)} with "
                       f"{len(ranks)} slot(s)", time.time())
             actor = run.actors[leader]
-            run.start_refs[leader] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command))
+            run.start_refs[leader] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command,
+                                                                     fork_server=self.fork_server,
+                                                                     context=run.context))
             run.drain_refs[leader] = self._watch(actor.drain.remote(DRAIN_WAIT_S, run.allocation_id))
         run.state = "running"
         logger.info("trial %s: run %s started on Ray node(s) %s in %d container(s); it reaches the master at %s",
