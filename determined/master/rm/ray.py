@@ -200,6 +200,7 @@ class _IdlePool:
     node_ips: List[str]
     slots: List[str]
     until: float
+    wheres: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # what its ranks said of themselves
 
 
 def _utc(ts: float) -> datetime.datetime:
@@ -440,9 +441,14 @@ class RayResourceManager:
             run.pg, run.actors, run.rank_nodes, run.node_ips, run.slots = (
                 pool.pg, pool.actors, pool.rank_nodes, pool.node_ips, pool.slots)
             run.reused = True
-            self._ask_where(run)
-            run.state = "placing"
             self._runs[allocation_id] = run
+            if slots_needed == 1 and not script and pool.wheres.get(0):
+                # One rank, no rendezvous: where its actor is has not changed, so it starts now (no `where` call)
+                run.wheres = dict(pool.wheres)
+                self._start(run, run.wheres[0])
+            else:
+                self._ask_where(run)
+                run.state = "placing"
             logger.info("trial %s: run %s reuses the placement group and actors of a finished run on %s %s slot(s)",
                         trial_id, allocation_id, slots_needed, self.slots.kind)
             return run
@@ -706,12 +712,18 @@ class RayResourceManager:
         if kind == "where":
             run.where_refs.clear()
         text = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
-        if kind == "where" and run.reused and run.state == "placing" and not run.killed:
-            # A kept actor died while it waited: this run gets a new placement group, not a failure.
+        kept_actor_gone = run.reused and not run.killed and run.pid is None and (
+            (kind == "where" and run.state == "placing")
+            or (kind == "start" and not isinstance(error, ray_errors.RayTaskError)))
+        if kept_actor_gone:
+            # A kept actor died while it waited (its run asked where it is, or started without asking): this run
+            # gets a new placement group, not a failure.
             logger.info("trial %s: the kept actors of run %s are gone (%s); it waits for a new placement group",
                         run.trial_id, run.allocation_id, text)
             self._release(run.pg, run.actors)
             run.actors, run.rank_nodes, run.node_ips, run.slots = [], [], [], []
+            for refs in (run.start_refs, run.drain_refs, run.where_refs, run.kill_refs):
+                refs.clear()  # calls to the dead actors: their failures are not this run's any more
             run.reused = False
             self._new_placement_group(run)
             return
@@ -790,7 +802,7 @@ class RayResourceManager:
                     and not any(node in self._dead for node in run.rank_nodes))
         if reusable:
             self._idle.append(_IdlePool(run.pg, list(run.actors), list(run.rank_nodes), list(run.node_ips),
-                                        list(run.slots), time.monotonic() + REUSE_S))
+                                        list(run.slots), time.monotonic() + REUSE_S, dict(run.wheres)))
         else:
             self._release(run.pg, run.actors)
         run.exit_code = code
