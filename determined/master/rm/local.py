@@ -161,7 +161,9 @@ class LocalResourceManager:
         env = self.warm_env()
         server = forkserver.take_prewarmed(framework, env, self._popen_user)
         if server is None:
-            logger.info("starting the %s fork server (trials of that framework start in it)", framework)
+            logger.info("starting the %s fork server (%s)", framework,
+                        "the 1-slot runs no framework's server takes start in it" if framework == forkserver.HARNESS_ONLY
+                        else "trials of that framework start in it")
             server = forkserver.ForkServer(framework, self.work_root, env, preexec_fn=die_with_parent,
                                            popen_kwargs=self._popen_user)
         self._servers[framework] = server
