@@ -13,6 +13,8 @@ and one checkpoint at the end, in four ways:
   script. When it cannot be set up, the reason is printed and the column is skipped.
 
 Run: ``.venv/bin/python benchmarks/pytorch_overhead.py [--batches 3000] [--repeats 5] [--no-det038]``.
+On a GPU: ``--device cuda`` (every column trains on cuda:0; PyTorchTrial and the Trainer pick it themselves, the
+hand loop moves the model and each batch as a user does); ``--hidden``/``--batch-size`` give the MLP more work.
 """
 import argparse
 import os
@@ -38,6 +40,13 @@ HPARAMS = {"global_batch_size": 32, "learning_rate": 0.001, "hidden_size": 64, "
 CLOCK: Callable[[], float] = time.perf_counter
 REPORT_EVERY = 100
 SEED = 7
+DEVICE = torch.device("cpu")
+
+
+def _sync() -> None:
+    """Wait for the GPU's queued work, so that a run's time includes it."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def build_mlp(hidden_size: int, dropout: float) -> nn.Module:
@@ -69,7 +78,7 @@ def run_hand(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) -> floa
     torch.manual_seed(SEED)
     start = CLOCK()
     train, val = datasets(arrays)
-    model = build_mlp(HPARAMS["hidden_size"], HPARAMS["dropout"])
+    model = build_mlp(HPARAMS["hidden_size"], HPARAMS["dropout"]).to(DEVICE)
     optimizer = torch.optim.Adam(model.parameters(), lr=HPARAMS["learning_rate"])
     loss_fn = nn.CrossEntropyLoss()
     loader = torch.utils.data.DataLoader(train, batch_size=HPARAMS["global_batch_size"], shuffle=True)
@@ -78,6 +87,8 @@ def run_hand(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) -> floa
     model.train()
     while done < batches:
         for features, labels in loader:
+            if DEVICE.type != "cpu":
+                features, labels = features.to(DEVICE, non_blocking=True), labels.to(DEVICE, non_blocking=True)
             loss = loss_fn(model(features), labels)
             loss.backward()
             optimizer.step()
@@ -93,10 +104,12 @@ def run_hand(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) -> floa
     model.eval()
     with torch.no_grad():
         accuracies = [
-            (model(f).argmax(1) == l).float().mean() for f, l in torch.utils.data.DataLoader(val, batch_size=32)
+            (model(f.to(DEVICE)).argmax(1) == l.to(DEVICE)).float().mean()
+            for f, l in torch.utils.data.DataLoader(val, batch_size=32)
         ]
         _ = torch.stack(accuracies).mean().item()
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, os.path.join(ckpt_dir, "ckpt.pth"))
+    _sync()
     return CLOCK() - start
 
 
@@ -143,6 +156,7 @@ def run_det(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) -> float
     start = CLOCK()
     with core._make_local_context(ckpt_dir, [batches], config, dict(HPARAMS), SEED) as core_context:
         _execution.run_trial(BenchTrial, core_context)
+    _sync()
     return CLOCK() - start
 
 
@@ -191,6 +205,7 @@ def run_trainer_api(arrays: Dict[str, np.ndarray], batches: int, ckpt_dir: str) 
             checkpoint_period=dp.Batch(batches),
             checkpoint_policy="none",
         )
+    _sync()
     return CLOCK() - start
 
 
@@ -229,6 +244,8 @@ def det038_times(arrays: Dict[str, np.ndarray], batches: int, repeats: int,
         result = subprocess.run(
             [str(python), str(script), "--column", "det038", "--data", str(data),
              "--batches", str(batches), "--repeats", str(repeats), "--threads", str(torch.get_num_threads()),
+             "--device", DEVICE.type, "--hidden", str(HPARAMS["hidden_size"]),
+             "--batch-size", str(HPARAMS["global_batch_size"]),
              *(["--cpu"] if cpu else [])],
             capture_output=True, text=True, cwd=script_dir, env=env,
         )
@@ -257,11 +274,22 @@ def main() -> None:
     parser.add_argument("--no-det038", action="store_true", help="skip the determined==0.38.1 column")
     parser.add_argument("--cpu", action="store_true",
                         help="time runs by the process's CPU time instead of wall time (for a machine with other jobs)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where every column trains (cuda: the first GPU; the det 0.38.1 column too)")
+    parser.add_argument("--hidden", type=int, default=HPARAMS["hidden_size"], help="the MLP's hidden width")
+    parser.add_argument("--batch-size", type=int, default=HPARAMS["global_batch_size"])
     parser.add_argument("--column", choices=["det038"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    global CLOCK
+    global CLOCK, DEVICE
+    HPARAMS["hidden_size"], HPARAMS["global_batch_size"] = args.hidden, args.batch_size
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            parser.error("--device cuda: torch sees no CUDA GPU here")
+        DEVICE = torch.device("cuda", 0)
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # PyTorchTrial and the Trainer take a GPU whenever they see one
     if args.cpu:
         CLOCK = time.process_time
 
@@ -295,7 +323,8 @@ def main() -> None:
     if not args.no_det038:
         det038, why = det038_times(arrays, args.batches, args.repeats, args.cpu)
 
-    print(f"{args.batches} batches of {HPARAMS['global_batch_size']}, {args.repeats} repeats, "
+    print(f"{args.batches} batches of {HPARAMS['global_batch_size']} on {DEVICE}, hidden {HPARAMS['hidden_size']}, "
+          f"{args.repeats} repeats, "
           f"torch {torch.__version__}, {args.threads} thread(s); {'CPU ' if args.cpu else ''}seconds per run:")
     print(f"{'':10}{'hand loop':>12}{'PyTorchTrial':>14}{'Trainer':>10}{'det 0.38.1':>12}")
     for name, pick in (("min", min), ("median", statistics.median)):

@@ -38,15 +38,20 @@ def capture_rng_state(device: torch.device) -> Dict[str, Any]:
     return state
 
 
+def _cpu_bytes(value: Any) -> Any:
+    """An RNG state as torch's setters take it: a CPU byte tensor (a checkpoint loaded onto a GPU has it there)."""
+    return value.cpu() if isinstance(value, torch.Tensor) else value
+
+
 def restore_rng_state(state: Dict[str, Any], device: torch.device) -> None:
     if "cpu_rng_state" in state:
-        torch.set_rng_state(state["cpu_rng_state"])
+        torch.set_rng_state(_cpu_bytes(state["cpu_rng_state"]))
     if "np_rng_state" in state:
         np.random.set_state(state["np_rng_state"])
     if "random_rng_state" in state:
         random.setstate(state["random_rng_state"])
     if device.type == "cuda" and state.get("gpu_rng_state") is not None:
-        torch.cuda.set_rng_state(state["gpu_rng_state"], device)
+        torch.cuda.set_rng_state(_cpu_bytes(state["gpu_rng_state"]), device)
 
 
 def write_checkpoint(path: pathlib.Path, state: Dict[str, Any], load_data: Dict[str, Any]) -> None:

@@ -548,7 +548,9 @@ class PyTorchTrialController(BatchLoop):
     def _load_checkpoint(self, uuid: str) -> Dict[str, Any]:
         """Load the checkpoint `uuid` into the models, optimizers, schedulers, callbacks and RNGs; its state."""
         with self.core.checkpoint.restore_path(uuid) as path:
-            state = _checkpoint.read_state(path, map_location=self.context.device)
+            # Onto the CPU, as Determined loads: load_state_dict copies weights and optimizer state to their
+            # parameters' device, and the RNG states must stay CPU byte tensors.
+            state = _checkpoint.read_state(path, map_location="cpu")
             self._read_checkpoint_extras(path, state)
         self.callbacks.fire("on_checkpoint_load_start", state)
         context = self.context

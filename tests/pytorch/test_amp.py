@@ -53,12 +53,16 @@ class UseAmpTrial(_Base):
         return {"loss": loss, "output_is_float32": float(output.dtype == torch.float32)}
 
 
-def test_use_amp_trains_in_bfloat16_on_a_cpu_and_the_loss_drops(ckpt_dir: pathlib.Path) -> None:
+# use_amp() autocasts to bfloat16 on a CPU and to float16 on a GPU (tests/gpu checks its GradScaler there).
+AUTOCAST_DTYPE = torch.float16 if torch.cuda.is_available() else torch.bfloat16
+
+
+def test_use_amp_trains_under_autocast_and_the_loss_drops(ckpt_dir: pathlib.Path) -> None:
     DTYPES.clear()
     context = run_trial(UseAmpTrial, ckpt_dir, [24], config=make_config(scheduling_unit=8))
     losses = [r["metrics"]["loss"] for r in context.train.training_history]
     assert losses[-1] < losses[0] * 0.7, losses
-    assert set(DTYPES) == {torch.bfloat16}  # the layers ran under autocast
+    assert set(DTYPES) == {AUTOCAST_DTYPE}  # the layers ran under autocast
     assert all(r["metrics"]["output_is_float32"] == 1.0 for r in context.train.training_history)
 
 

@@ -127,6 +127,9 @@ class StructureTrial(det_torch.PyTorchTrial):
         return {"val_loss": 0.0}
 
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # where a 1-slot trial trains
+
+
 def _leaves(structure: Any) -> List[Any]:
     if isinstance(structure, dict):
         return [leaf for value in structure.values() for leaf in _leaves(value)]
@@ -141,4 +144,4 @@ def test_controller_moves_every_batch_structure_to_the_device(tmp_path: pathlib.
     assert len(SEEN) == 6
     assert type(SEEN[2]) is tuple and type(SEEN[3]) is list and type(SEEN[5]["label"]) is tuple
     for batch in SEEN:
-        assert all(isinstance(leaf, torch.Tensor) and leaf.device.type == "cpu" for leaf in _leaves(batch))
+        assert all(isinstance(leaf, torch.Tensor) and leaf.device.type == DEVICE for leaf in _leaves(batch))

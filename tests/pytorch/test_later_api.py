@@ -179,6 +179,9 @@ class NumpyBatches(DropoutTrial):
         NumpyBatches.kinds.append(type(batch[0]).__name__)
         return super().train_batch(self.context.to_device(batch), epoch_idx, batch_idx)
 
+    def evaluate_batch(self, batch: Any) -> Dict[str, Any]:
+        return super().evaluate_batch(self.context.to_device(batch))  # the trial moves its batches itself
+
 
 def test_disable_auto_to_device(ckpt_dir: pathlib.Path) -> None:
     NumpyBatches.kinds = []

@@ -107,12 +107,12 @@ class TinyGAN(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int, optimizer_idx: int) -> Any:
         real, _ = batch
         self.step_of = optimizer_idx
-        fake = self.generator(torch.randn(real.shape[0], 2))
+        fake = self.generator(torch.randn(real.shape[0], 2).type_as(real))  # on the batch's device, as Lightning code does
         bce = torch.nn.functional.binary_cross_entropy_with_logits
         if optimizer_idx == 0:
-            return {"loss": bce(self.discriminator(fake), torch.ones(real.shape[0], 1))}
-        d_real = bce(self.discriminator(real), torch.ones(real.shape[0], 1))
-        d_fake = bce(self.discriminator(fake.detach()), torch.zeros(real.shape[0], 1))
+            return {"loss": bce(self.discriminator(fake), torch.ones(real.shape[0], 1).type_as(real))}
+        d_real = bce(self.discriminator(real), torch.ones(real.shape[0], 1).type_as(real))
+        d_fake = bce(self.discriminator(fake.detach()), torch.zeros(real.shape[0], 1).type_as(real))
         return {"loss": (d_real + d_fake) / 2}
 
     def on_after_backward(self) -> None:
@@ -121,7 +121,7 @@ class TinyGAN(pl.LightningModule):
 
     def validation_step(self, batch: Any, batch_idx: int) -> Any:
         real, _ = batch
-        return torch.nn.functional.binary_cross_entropy_with_logits(self.discriminator(real), torch.ones(len(real), 1))
+        return torch.nn.functional.binary_cross_entropy_with_logits(self.discriminator(real), torch.ones(len(real), 1).type_as(real))
 
     def configure_optimizers(self) -> Any:
         return [torch.optim.Adam(self.generator.parameters(), 0.01), torch.optim.Adam(self.discriminator.parameters(), 0.01)], []
