@@ -277,7 +277,8 @@ def spread(root: pathlib.Path, out: Dict[str, Any]) -> None:
     out["four"] = {"state": exp_state(exp_id), "trials": trials_of(exp_id),
                    "checkpoints": api().get(f"/experiments/{exp_id}/checkpoints")["checkpoints"],
                    "runs": {t["id"]: runs_in_logs(logs(t["id"])) for t in trials_of(exp_id)},
-                   "reuses": (root / "master.log").read_text().count("reuses the placement group and actors")}
+                   "reuses": (root / "master.log").read_text().count("reuses the placement group and actors"),
+                   "made_ready": (root / "master.log").read_text().count("takes a placement group made ready at start")}
     out["seconds"]["four_trials"] = time.monotonic() - t
     log(f"6 trials: {out['four']['state']} in {out['seconds']['four_trials']:.1f} s")
     wait_for(cluster.released, 20, "the resources of the finished experiment")

@@ -109,6 +109,7 @@ def test_startup_prints_the_cluster_slots(spread: Dict[str, Any]) -> None:
     head = spread["master_log_head"]
     assert "Connected to the Ray cluster at 127.0.0.1:" in head
     assert "slots: 4 cpu slot(s) on 2 Ray node(s)" in head
+    assert "making 4 cpu slot(s) ready for the first trials" in head
     assert spread["slots"]["total"] == 4 and spread["slots"]["kind"] == "cpu"
 
 
@@ -120,6 +121,10 @@ def test_trials_spread_over_both_nodes_reuse_finished_runs_and_complete(spread: 
     assert len(four["trials"]) == 6 and all(t["state"] == "COMPLETED" for t in four["trials"])
     print(f"runs started in a finished run's placement group and actors: {four['reuses']}")
     assert four["reuses"] >= 1
+    # The master made its 4 slots ready when it started (placement groups, actors, fork servers): the first trials
+    # took them instead of waiting for new ones.
+    print(f"runs started in a placement group made ready at start: {four['made_ready']}")
+    assert four["made_ready"] >= 1
     assert all(t["total_batches"] == 20 and t["latest_validation"] for t in four["trials"])
     nodes = [node for runs in four["runs"].values() for node in _rank0_nodes(runs)]
     print(f"runs per node: head {nodes.count(spread['nodes']['head'])}, "

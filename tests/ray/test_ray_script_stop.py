@@ -47,7 +47,7 @@ class _Actor:
 def _manager(monkeypatch: pytest.MonkeyPatch, script: bool) -> Tuple[Any, Any, List[Tuple[int, int]]]:
     monkeypatch.setattr(ray_rm, "TERM_GRACE_S", 0.3)
     rm: Any = object.__new__(ray_rm.RayResourceManager)
-    rm._runs, rm._dead, rm._idle = {}, set(), []
+    rm._runs, rm._dead, rm._idle, rm._warming = {}, set(), [], []
     rm._ray = type("FakeRay", (), {"kill": staticmethod(lambda actor, no_restart: None)})
     rm._remove_placement_group = lambda pg: None
     sent: List[Tuple[int, int]] = []

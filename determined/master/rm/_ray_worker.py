@@ -68,6 +68,7 @@ class RankWorker:
         self._run: Optional[str] = None  # the allocation id of the run whose process this worker started last
         self._idle: Optional["subprocess.Popen[bytes]"] = None  # a prestarted harness for the next run
         self._server: Any = None  # this worker's harness-only fork server (determined.exec.forkserver.ForkServer)
+        self._server_lock = threading.Lock()  # warm() and a run's start() may both start the server
         self._die_with_parent = _die_with_parent_fn()
 
     def where(self) -> Dict[str, Any]:
@@ -140,6 +141,15 @@ class RankWorker:
                 self._idle = None  # the next run starts its process itself
         return proc.pid
 
+    def warm(self) -> bool:
+        """Start this worker's harness-only fork server now, before its first run (a worker the resource manager
+        makes ready when it starts), so that its first run forks from it too; whether the server is ready."""
+        from determined.exec import forkserver
+
+        if self._server is None:
+            self._start_server(self._base_env())
+        return self._server is not None and self._server.ready(forkserver.READY_TIMEOUT_S)
+
     def _spawn_warm(self, env: Dict[str, str], cwd: str, base: Dict[str, str]) -> Any:
         """The trial's process forked from this worker's fork server (started with the first run, which does not
         wait for it); None when the server is not ready or cannot take this environment."""
@@ -167,6 +177,11 @@ class RankWorker:
         the thread that forked it ends): it dies with the worker, and its children with it."""
         from determined.exec import forkserver
 
+        with self._server_lock:
+            if self._server is None:
+                self._start_server_locked(base, forkserver)
+
+    def _start_server_locked(self, base: Dict[str, str], forkserver: Any) -> None:
         started = threading.Event()
 
         def hold() -> None:

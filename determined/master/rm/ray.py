@@ -18,6 +18,11 @@ killed) are kept for REUSE_S seconds, counted as free slots, like Ray Tune's reu
 of the same size takes them instead of waiting for a new placement group and new actor processes. They are
 removed when not reused in time, when their node dies, when a launch of another size needs room, and at
 once by `kill_all`. Every other run's placement group and actors are removed when it ends.
+
+So that the first trials of a new master start as fast as the later ones, the manager makes WARM_SLOTS 1-slot
+placement groups with their actors when it starts (`warm_slots`, or DET_RAY_WARM_SLOTS; 0: none), each actor
+starting its fork server at once; they are kept WARM_POOL_S seconds like a finished run's, and a 1-slot launch
+takes one, also while it is still being placed. A launch of another size releases them first.
 """
 import dataclasses
 import datetime
@@ -50,6 +55,8 @@ LOST_CODE = 137  # exit code of a run whose actor or node died
 DRAIN_WAIT_S = 1.0
 VIEW_REFRESH_S = 1.0
 REUSE_S = 1.0  # how long a finished run's placement group and actors wait for the next launch of its size
+WARM_SLOTS = 8  # at most this many 1-slot placement groups are made ready when the manager starts ...
+WARM_POOL_S = 30.0  # ... and kept this long for the first launches
 STOP_GRACE_S = 5.0  # how long killed ranks get to report their exit before their actors are removed
 CHIEF_DONE_GRACE_S = 60.0  # after the chief exited 0, how long the other ranks may take
 # How long the storage check waits for every node (DET_RAY_CHECK_TIMEOUT_S overrides it).
@@ -188,6 +195,8 @@ class RayRun:
     chief_done_at: Optional[float] = None
     exit_code: Optional[int] = None
     reused: bool = False  # its placement group and actors are a finished run's
+    warming: bool = False  # no trial's: a 1-slot placement group made ready when the manager started
+    warm_until: Optional[float] = None  # ... given up when not placed by then
 
 
 @dataclasses.dataclass
@@ -201,6 +210,7 @@ class _IdlePool:
     slots: List[str]
     until: float
     wheres: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # what its ranks said of themselves
+    made_ready: bool = False  # made ready when the manager started, not left by a finished run
 
 
 def _utc(ts: float) -> datetime.datetime:
@@ -226,6 +236,7 @@ class RayResourceManager:
         trial_host: Optional[str] = None,
         trial_command: Optional[Sequence[str]] = None,
         storage_check_timeout: Optional[float] = None,
+        warm_slots: Optional[int] = None,
     ) -> None:
         self._ray = import_ray()
         if not self._ray.is_initialized():
@@ -265,6 +276,7 @@ class RayResourceManager:
                                       else env_seconds("DET_RAY_CHECK_TIMEOUT_S", STORAGE_CHECK_TIMEOUT_S))
         self._runs: Dict[str, RayRun] = {}
         self._idle: List[_IdlePool] = []
+        self._warming: List[RayRun] = []  # 1-slot placement groups being made ready for the first launches
         # Called (from a Ray thread) when a call the scheduler waits on finishes; the master sets it.
         self.exit_listener: Optional[Callable[[], None]] = None
         self._view_lock = threading.Lock()
@@ -276,6 +288,60 @@ class RayResourceManager:
         kind = slot_type or ("gpu" if self.cluster_gpus() > 0 else "cpu")
         self.slots = ClusterSlots(kind=kind, total=0)
         self.slots.total = self._count_slots()
+        self._warm_up(self._warm_count(warm_slots))
+
+    # ------------------------------------------------------------ ready before the first launch
+
+    def _warm_count(self, warm_slots: Optional[int]) -> int:
+        if warm_slots is None:
+            value = os.environ.get("DET_RAY_WARM_SLOTS", "").strip()
+            if value:
+                try:
+                    warm_slots = int(value)
+                except ValueError:
+                    raise errors.DeterminedError(
+                        f"DET_RAY_WARM_SLOTS: expected a number of slots (0: none), not {value!r}") from None
+        if warm_slots is not None and (isinstance(warm_slots, bool) or warm_slots < 0):
+            raise errors.DeterminedError(f"warm_slots: expected a number of slots (0: none), not {warm_slots!r}")
+        wanted = WARM_SLOTS if warm_slots is None else int(warm_slots)
+        return min(wanted, self.slots.total)
+
+    def _warm_up(self, count: int) -> None:
+        """Ask for `count` 1-slot placement groups; each gets its actor (which starts its fork server) once placed,
+        and then waits WARM_POOL_S s as a kept pool for the first 1-slot launches."""
+        for _ in range(count):
+            entry = RayRun(0, 0, f"warm-{uuid.uuid4().hex[:12]}", "", 1, "", None, warming=True)
+            entry.warm_until = time.monotonic() + WARM_POOL_S
+            self._new_placement_group(entry)
+            self._warming.append(entry)
+        if count:
+            logger.info("making %d %s slot(s) ready for the first trials (kept %.0f s)", count, self.slots.kind,
+                        WARM_POOL_S)
+
+    def _warmed(self, entry: RayRun) -> None:
+        """A warming placement group's actor answered where it is: it waits as a kept pool."""
+        self._warming.remove(entry)
+        self._idle.append(_IdlePool(entry.pg, list(entry.actors), list(entry.rank_nodes), list(entry.node_ips),
+                                    list(entry.slots), time.monotonic() + WARM_POOL_S, dict(entry.wheres),
+                                    made_ready=True))
+
+    def _adopt_warming(self, run: RayRun) -> bool:
+        """Give a 1-slot run a placement group still being made ready (it continues where that one is)."""
+        entry = next((w for w in self._warming if not any(node in self._dead for node in w.rank_nodes)), None)
+        if entry is None:
+            return False
+        self._warming.remove(entry)
+        run.pg, run.ready_ref, run.state = entry.pg, entry.ready_ref, entry.state
+        run.actors, run.rank_nodes, run.node_ips, run.slots = entry.actors, entry.rank_nodes, entry.node_ips, entry.slots
+        run.where_refs, run.wheres = entry.where_refs, entry.wheres
+        return True
+
+    def _release_warming(self, *, expired_only: bool = False) -> None:
+        now = time.monotonic()
+        for entry in list(self._warming):
+            if not expired_only or (entry.warm_until is not None and now > entry.warm_until):
+                self._warming.remove(entry)
+                self._release(entry.pg, entry.actors)
 
     # ------------------------------------------------------------ the cluster
 
@@ -449,10 +515,20 @@ class RayResourceManager:
             else:
                 self._ask_where(run)
                 run.state = "placing"
-            logger.info("trial %s: run %s reuses the placement group and actors of a finished run on %s %s slot(s)",
-                        trial_id, allocation_id, slots_needed, self.slots.kind)
+            if pool.made_ready:
+                logger.info("trial %s: run %s takes a placement group made ready at start (placed)", trial_id,
+                            allocation_id)
+            else:
+                logger.info("trial %s: run %s reuses the placement group and actors of a finished run on %s %s "
+                            "slot(s)", trial_id, allocation_id, slots_needed, self.slots.kind)
+            return run
+        if slots_needed == 1 and not script and self._adopt_warming(run):
+            self._runs[allocation_id] = run
+            logger.info("trial %s: run %s takes a placement group made ready at start (%s)", trial_id,
+                        allocation_id, run.state)
             return run
         self._release_idle()  # their resources may be what the new placement group needs
+        self._release_warming()
         self._new_placement_group(run)
         self._runs[allocation_id] = run
         logger.info("trial %s: run %s waits for a placement group of %s %s slot(s)", trial_id, allocation_id,
@@ -653,7 +729,7 @@ class RayResourceManager:
         """Take the results of every call that has finished, without waiting."""
         ray = self._ray
         pending: Dict[Any, Tuple[RayRun, str, int]] = {}
-        for run in self._runs.values():
+        for run in [*self._runs.values(), *self._warming]:
             if run.ready_ref is not None:
                 pending[run.ready_ref] = (run, "ready", 0)
             for rank, ref in run.where_refs.items():
@@ -671,6 +747,12 @@ class RayResourceManager:
             try:
                 value = ray.get(ref)
             except Exception as e:
+                if run.warming:  # a placement group made ready for nobody: it just goes
+                    logger.info("a slot made ready at start is given up: %s", e)
+                    if run in self._warming:
+                        self._warming.remove(run)
+                        self._release(run.pg, run.actors)
+                    continue
                 self._failed_call(run, kind, rank, e)
                 continue
             if kind == "ready":
@@ -678,7 +760,14 @@ class RayResourceManager:
                 if run.state == "pending":
                     try:
                         self._place(run)
+                        if run.warming and self.fork_server:
+                            run.actors[0].warm.remote()  # its fork server starts now, not with its first run
                     except Exception as e:
+                        if run.warming:
+                            logger.info("a slot made ready at start is given up: %s", e)
+                            self._warming.remove(run)
+                            self._release(run.pg, run.actors)
+                            continue
                         logger.error("trial %s: could not start actors for run %s: %s", run.trial_id,
                                      run.allocation_id, e)
                         run.exit_codes[0] = 127
@@ -686,7 +775,10 @@ class RayResourceManager:
                 run.where_refs.pop(rank, None)
                 run.wheres[rank] = value
                 if run.state == "placing" and not run.where_refs:
-                    self._start(run, run.wheres[0])
+                    if run.warming:
+                        self._warmed(run)
+                    else:
+                        self._start(run, run.wheres[0])
             elif kind == "start":
                 del run.start_refs[rank]
                 if rank == 0:
@@ -815,6 +907,7 @@ class RayResourceManager:
         self._refresh()
         self._collect()
         self._release_idle(expired_only=True)
+        self._release_warming(expired_only=True)
         exited = []
         for allocation_id, run in list(self._runs.items()):
             if run.exit_code is None:
@@ -860,6 +953,7 @@ class RayResourceManager:
     def kill_all(self) -> None:
         """SIGKILL every run (scripts too: the master is going away)."""
         self._release_idle()
+        self._release_warming()
         for run in list(self._runs.values()):
             self._kill(run, signal.SIGKILL)
 
