@@ -28,29 +28,14 @@ sys.path.insert(0, str(PYTORCH_TESTS))
 import determined.pytorch as det_torch  # noqa: E402
 from _pytorch_runs import make_config, run_trial  # noqa: E402
 import _trials  # noqa: E402
+from test_amp import DTYPES, SCALES, ScalerTrial, UseAmpTrial  # noqa: E402
+from test_resume import _assert_identical, _resume_in_new_process  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 
 
 def _state(ckpt_dir: pathlib.Path, uuid: str) -> Dict[str, Any]:
     return torch.load(ckpt_dir / uuid / "state_dict.pth", weights_only=False, map_location="cpu")
-
-
-def _identical(a: Any, b: Any, where: str) -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a.cpu(), b.cpu()), f"{where} differs"
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), f"{where}: keys differ"
-        for key in a:
-            _identical(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), f"{where}: lengths differ"
-        for i, (x, y) in enumerate(zip(a, b)):
-            _identical(x, y, f"{where}[{i}]")
-    elif hasattr(a, "shape"):  # numpy arrays
-        assert (a == b).all(), f"{where} differs"
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 # -- exact resume, with the CUDA generator ---------------------------------------------------------------------------
@@ -71,74 +56,24 @@ def test_a_pytorch_trial_on_the_gpu_resumes_exactly_in_a_new_process(tmp_path: p
 
     first = run_trial(_trials.DropoutTrial, split_dir, [n])
     uuid = first.checkpoint.reported[-1]["uuid"]
-    child = subprocess.run(
-        [sys.executable, str(PYTORCH_TESTS / "_resume_child.py"), "DropoutTrial", str(split_dir), str(2 * n), uuid,
-         str(n)],
-        capture_output=True, text=True, timeout=300, env={**os.environ},
-    )
-    assert child.returncode == 0, child.stderr[-3000:]
-    result = json.loads([l for l in child.stdout.splitlines() if l.startswith("RESULT ")][-1][len("RESULT "):])
+    result = _resume_in_new_process("DropoutTrial", split_dir, 2 * n, uuid, n)
     resumed = _state(split_dir, result["checkpoints"][-1])
     assert resumed["steps_completed"] == 2 * n
     for key in ("models_state_dict", "optimizers_state_dict", "lr_schedulers_state_dict", "rng_state"):
-        _identical(at_2n[key], resumed[key], key)
+        _assert_identical(at_2n[key], resumed[key], key)
     whole_batches = [b for r in whole.train.training_history for b in r["batch_metrics"]]
     resumed_batches = [b for r in result["training"] for b in r["batch_metrics"]]
     assert resumed_batches == whole_batches[n:]
 
 
-# -- automatic mixed precision ---------------------------------------------------------------------------------------
-
-DTYPES: List[torch.dtype] = []
-SCALES: List[float] = []
+# -- automatic mixed precision (the trials of tests/pytorch/test_amp.py, on the GPU) -------------------------------------
 
 
-def _mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
+class CudaScalerTrial(ScalerTrial):
+    """Written as for Determined 0.13: torch.cuda.amp's GradScaler, driven by the trial."""
 
-
-class _AmpBase(det_torch.PyTorchTrial):
-    def build_training_data_loader(self) -> det_torch.DataLoader:
-        return det_torch.DataLoader(_trials.random_dataset(64), batch_size=8, shuffle=True)
-
-    def build_validation_data_loader(self) -> det_torch.DataLoader:
-        return det_torch.DataLoader(_trials.random_dataset(16, seed=1), batch_size=8)
-
-    def evaluate_batch(self, batch: Any) -> Dict[str, Any]:
-        x, y = batch
-        return {"val_loss": nn.functional.cross_entropy(self.model(x).float(), y)}
-
-
-class CudaScalerTrial(_AmpBase):
-    """Written as for Determined 0.13: torch.cuda.amp's GradScaler and autocast, driven by the trial."""
-
-    def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
-        self.context = context
-        self.scaler = context.wrap_scaler(torch.cuda.amp.GradScaler(init_scale=1024.0, growth_interval=3))
-        self.model = context.wrap_model(_mlp())
-        self.optimizer = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.2))
-
-    def build_callbacks(self) -> Dict[str, det_torch.PyTorchCallback]:
-        scaler = self.scaler
-
-        class ScaleAtStart(det_torch.PyTorchCallback):
-            def on_training_start(self) -> None:
-                SCALES.append(scaler.get_scale())
-
-        return {"scale": ScaleAtStart()}
-
-    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
-        x, y = batch
-        assert x.device.type == "cuda"
-        with torch.cuda.amp.autocast():
-            output = self.model(x)
-        DTYPES.append(output.dtype)
-        loss = nn.functional.cross_entropy(output.float(), y)
-        self.context.backward(self.scaler.scale(loss))
-        self.context.step_optimizer(self.optimizer, scaler=self.scaler)
-        self.scaler.update()
-        return {"loss": loss}
+    def make_scaler(self) -> Any:
+        return torch.cuda.amp.GradScaler(init_scale=1024.0, growth_interval=3)
 
 
 def test_amp_through_wrap_scaler_on_the_gpu_trains_in_float16_and_checkpoints_the_scaler(tmp_path: pathlib.Path) -> None:
@@ -156,22 +91,6 @@ def test_amp_through_wrap_scaler_on_the_gpu_trains_in_float16_and_checkpoints_th
     assert SCALES == [1024.0, saved["scale"]]
 
 
-class UseAmpTrial(_AmpBase):
-    def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
-        self.context = context
-        context.experimental.use_amp()
-        self.model = context.wrap_model(_mlp())
-        self.model[0].register_forward_hook(lambda module, inputs, output: DTYPES.append(output.dtype))
-        self.optimizer = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.2))
-
-    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
-        x, y = batch
-        loss = nn.functional.cross_entropy(self.model(x).float(), y)
-        self.context.backward(loss)
-        self.context.step_optimizer(self.optimizer)
-        return {"loss": loss}
-
-
 def test_use_amp_on_the_gpu_runs_float16_with_a_cuda_grad_scaler(tmp_path: pathlib.Path) -> None:
     DTYPES.clear()
     context = run_trial(UseAmpTrial, tmp_path, [24], config=make_config(scheduling_unit=8))
@@ -179,7 +98,12 @@ def test_use_amp_on_the_gpu_runs_float16_with_a_cuda_grad_scaler(tmp_path: pathl
     assert losses[-1] < losses[0] * 0.8, losses
     assert set(DTYPES) == {torch.float16}
     state = _state(tmp_path, context.checkpoint.reported[-1]["uuid"])
-    assert state["scaler_state_dict"]["scale"] > 0
+    assert state["scaler_state_dict"]["scale"] > 0  # use_amp's scaler is a real (enabled) one on a GPU
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
 
 
 # -- the Trainer API --------------------------------------------------------------------------------------------------

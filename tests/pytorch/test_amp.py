@@ -67,12 +67,12 @@ def test_use_amp_trains_under_autocast_and_the_loss_drops(ckpt_dir: pathlib.Path
 
 
 class ScalerTrial(_Base):
-    """The trial drives a GradScaler itself, as with torch.cuda.amp on a GPU (here float16 autocast on the CPU
-    with the CPU GradScaler): scale, step through the scaler with gradient clipping, update."""
+    """The trial drives a GradScaler itself, as with torch.cuda.amp on a GPU (on a CPU: float16 autocast with the
+    CPU GradScaler): scale, step through the scaler with gradient clipping, update."""
 
     def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
         self.context = context
-        self.scaler = context.wrap_scaler(torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3))
+        self.scaler = context.wrap_scaler(self.make_scaler())
         self.model = context.wrap_model(_mlp())
         self.optimizer = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.2))
 
@@ -85,10 +85,14 @@ class ScalerTrial(_Base):
 
         return {"scale": ScaleAtStart()}
 
+    def make_scaler(self) -> Any:
+        return torch.amp.GradScaler(self.context.device.type, init_scale=1024.0, growth_interval=3)
+
     def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
         x, y = batch
-        with torch.autocast("cpu", dtype=torch.float16):
+        with torch.autocast(self.context.device.type, dtype=torch.float16):
             output = self.model(x)
+        DTYPES.append(output.dtype)
         loss = nn.functional.cross_entropy(output.float(), y)
         self.context.backward(self.scaler.scale(loss))
 
