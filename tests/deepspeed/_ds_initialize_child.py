@@ -25,3 +25,7 @@ print("RESULT " + json.dumps({
     "hparams_config": hparams.deepspeed_config,
     "hparams_local_rank": hparams.local_rank,
 }), flush=True)
+# The group DeepSpeed created ends here, not in the interpreter's teardown, where gloo's threads can abort the
+# process ("terminate called without an active exception") after its result was printed.
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
