@@ -312,9 +312,12 @@ class PyTorchTrialController(BatchLoop):
             return
         if self._default_batch_length:  # the usual batch: a tuple or list whose first item is a tensor
             first = batch[0] if type(batch) is tuple or type(batch) is list else batch
-            if type(first) is torch.Tensor and first.dim():
-                self._records_since_report += first.shape[0]
-                return
+            if type(first) is torch.Tensor:
+                try:
+                    self._records_since_report += first.size(0)
+                    return
+                except IndexError:  # a 0-dimensional tensor: get_batch_length says what it holds
+                    pass
         try:
             self._records_since_report += int(self.trial.get_batch_length(batch))
         except Exception as e:  # only the throughput in the log depends on it

@@ -30,10 +30,7 @@ class TrainingMetrics:
         return len(self._batches)
 
     def add(self, metrics: Dict[str, Any]) -> None:
-        # Detaching keeps no autograd graph alive; no device sync happens here.
-        self._batches.append(
-            {name: (value.detach() if isinstance(value, torch.Tensor) else value) for name, value in metrics.items()}
-        )
+        self._batches.append({name: _kept(value) for name, value in metrics.items()})
 
     def flush(self) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
         """(averages over the batches, per-batch values) as Python numbers; empties the buffer."""
@@ -60,7 +57,20 @@ class TrainingMetrics:
         return averages, per_batch
 
 
+def _kept(value: Any) -> Any:
+    """What a batch's metric is kept as until the report: a CPU float scalar as the Python float it is (reading it
+    costs no device sync, and holding a tensor per batch alive costs the next batches' allocations more than the
+    read), another tensor detached (no autograd graph kept alive, no device sync), anything else as it is."""
+    if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
+        if value.is_cpu and value.dim() == 0 and value.is_floating_point():
+            return value.item()
+        return value.detach()
+    return value
+
+
 def _to_python_values(name: str, values: List[Any]) -> List[Any]:
+    if all(type(v) is float for v in values):  # CPU scalars, kept as floats (see _kept)
+        return values
     tensors = [v for v in values if isinstance(v, torch.Tensor)]
     if len(tensors) == len(values) and all(t.numel() == 1 for t in tensors):
         # One copy to the host for all batches of the report.
