@@ -16,18 +16,12 @@ def to_device(data: Any, device: torch.device, non_blocking: bool = True) -> Any
         return data.to(device, non_blocking=non_blocking)
     kind = type(data)
     if kind is tuple or kind is list:  # the usual batch: when every item is a tensor already there, keep it
-        if device.type == "cpu":  # (is_cpu makes no device object per tensor, as .device does)
-            for value in data:
-                if type(value) is not torch.Tensor or not value.is_cpu:
-                    break
-            else:
-                return data
+        on_cpu = device.type == "cpu"  # is_cpu then answers without making a device object per tensor, as .device
+        for value in data:
+            if type(value) is not torch.Tensor or (not value.is_cpu if on_cpu else value.device != device):
+                break
         else:
-            for value in data:
-                if type(value) is not torch.Tensor or value.device != device:
-                    break
-            else:
-                return data
+            return data
     if isinstance(data, np.ndarray):
         return torch.from_numpy(data).to(device, non_blocking=non_blocking)
     if isinstance(data, dict):

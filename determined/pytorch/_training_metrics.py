@@ -61,7 +61,7 @@ def _kept(value: Any) -> Any:
     """What a batch's metric is kept as until the report: a CPU float scalar as the Python float it is (reading it
     costs no device sync, and holding a tensor per batch alive costs the next batches' allocations more than the
     read), another tensor detached (no autograd graph kept alive, no device sync), anything else as it is."""
-    if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
+    if isinstance(value, torch.Tensor):
         if value.is_cpu and value.dim() == 0 and value.is_floating_point():
             return value.item()
         return value.detach()
