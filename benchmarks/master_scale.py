@@ -46,9 +46,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import httpx  # noqa: E402
 
-from determined.master import curves, embedded, protocol  # noqa: E402
+from determined.master.insights import curves
+from determined.master import embedded
+from determined.master.lifecycle import protocol  # noqa: E402
 from determined.master.db import ValidationMetrics  # noqa: E402
-from determined.master.experiment import get_trial  # noqa: E402
+from determined.master.lifecycle.experiment import get_trial  # noqa: E402
 from determined.master.rm import Slots  # noqa: E402
 from master_load import _model_def  # noqa: E402
 

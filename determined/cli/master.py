@@ -60,7 +60,7 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise errors.DeterminedError(f"--preemption-timeout must be a positive number of seconds, not {timeout!r}")
     _check_ray_settings(settings)
-    from determined.master.web_security import check_allowed_hosts_setting
+    from determined.master.security.web_security import check_allowed_hosts_setting
 
     try:
         settings["allowed_hosts"] = check_allowed_hosts_setting(settings["allowed_hosts"])
@@ -83,7 +83,7 @@ def _check_server_settings(settings: Dict[str, Any]) -> None:
 
 
 def _log_limits(settings: Dict[str, Any]) -> Any:
-    from determined.master.logs import LogLimits
+    from determined.master.lifecycle.logs import LogLimits
 
     given = {k: settings[s] for k, s in (("line_bytes", "log_line_max_bytes"), ("trial_bytes", "trial_log_max_bytes"))
              if settings[s] is not None}
@@ -190,7 +190,7 @@ def up(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise errors.DeterminedError(str(e)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from determined.master import storage_roots as roots_mod
+    from determined.master.storage import storage_roots as roots_mod
 
     storage_roots = settings["checkpoint_storage_roots"] or roots_mod.default_roots(data_dir)
     trial_user = _trial_user(settings)
@@ -219,7 +219,7 @@ def up(args: argparse.Namespace) -> int:
               f"  slots: {_describe_slots(master.master.rm, total)}\n"
               f"  checkpoint storage roots (shared_fs): {', '.join(map(str, master.master.storage_roots or []))}\n"
               f"  trials run as: {_describe_trial_user(trial_user)}", flush=True)
-        from determined.master import isolation
+        from determined.master.security import isolation
 
         warning = isolation.isolation_warning(trial_user, master.data_dir, _sqlite_file(master.master.db_url))
         if warning:
@@ -246,7 +246,7 @@ def _describe_trial_user(trial_user: Any) -> str:
         import pwd
 
         return f"{pwd.getpwuid(os.geteuid()).pw_name}, the master's own user (not isolated)"
-    from determined.master import isolation
+    from determined.master.security import isolation
 
     return isolation.describe(trial_user)
 

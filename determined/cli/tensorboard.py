@@ -8,7 +8,7 @@ from determined.cli import _render
 
 
 def start(args: argparse.Namespace) -> int:
-    from determined.master import tensorboard
+    from determined.master.insights import tensorboard
 
     from determined.experimental import _connect
 
@@ -29,7 +29,7 @@ def start(args: argparse.Namespace) -> int:
 
 
 def list_(args: argparse.Namespace) -> int:
-    from determined.master import tensorboard
+    from determined.master.insights import tensorboard
 
     instances = tensorboard.list_instances(common.data_dir())
     if args.json:
@@ -42,7 +42,7 @@ def list_(args: argparse.Namespace) -> int:
 
 
 def kill(args: argparse.Namespace) -> int:
-    from determined.master import tensorboard
+    from determined.master.insights import tensorboard
 
     instance = tensorboard.kill(common.data_dir(), args.tensorboard_id)
     print(f"Stopped TensorBoard {instance.id} ({instance.url})")

@@ -10,7 +10,7 @@ Two forms are read, as Determined read them:
 
 The canonical form is a list of ``{"name", "pattern", "action"}`` (``action`` a string or None), the user's
 policies first, then the default ones (``CUDA OOM`` and ``ECC Error``, labels only) whose name the user did not
-give. The master applies them (determined/master/log_policies.py).
+give. The master applies them (determined/master/lifecycle/log_policies.py).
 """
 import re
 from typing import Any, Dict, List, Mapping

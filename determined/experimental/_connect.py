@@ -15,7 +15,7 @@ def read_session(master: Optional[str] = None, user: Optional[str] = None) -> An
 
     An explicit master is used over HTTP; otherwise a master running on the local data dir (its lock file);
     otherwise, unless a user is asked for by name (`user`, $DET_USER), the data dir's database is read directly
-    (determined.master.local_reads), and what is not a read goes to the master's app opened in-process, with no
+    (determined.master.views.local_reads), and what is not a read goes to the master's app opened in-process, with no
     background loops. The session authenticates by itself as
     `user` (default: $DET_USER, else the last `det user login`, else `determined`; see
     determined.common.api.Session).
@@ -34,7 +34,7 @@ def read_session(master: Optional[str] = None, user: Optional[str] = None) -> An
         if running:
             return Session(running, user=user)
     if user is None and not os.environ.get("DET_USER"):  # a user asked for by name is authenticated by the app
-        from determined.master import local_reads
+        from determined.master.views import local_reads
 
         local = local_reads.open_local(data_dir)
         if local is not None:

@@ -1,7 +1,7 @@
 """The master: REST API, database, experiment state machine, local resource manager, embedded runner.
 
 It never imports a deep-learning framework; trials run in their own processes and only JSON crosses over.
-Its names are imported on first use, so that a command that only reads a data dir (determined.master.local_reads)
+Its names are imported on first use, so that a command that only reads a data dir (determined.master.views.local_reads)
 does not pay for the server stack.
 """
 from determined.common.lazy import lazy_attributes

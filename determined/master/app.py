@@ -10,12 +10,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 import determined
-from determined.master import auth, login_throttle, request_limits, users, web_security
+from determined.master.security import auth, login_throttle, request_limits, users, web_security
 from determined.master import ui
 from determined.master.api import (api_router, checkpoint_files, checkpoints, cluster, insights, models, templates,
                                    workspaces)
 from determined.master.api import users as users_api
-from determined.master.logs import LogLimits, is_disk_full
+from determined.master.lifecycle.logs import LogLimits, is_disk_full
 from determined.master.master import Master
 from determined.master.rm import Slots
 from determined.master.rm.base import ResourceManagerFactory
@@ -45,7 +45,7 @@ def create_app(
     With `run_scheduler`, the app's lifespan starts and stops the scheduler, which launches trial processes
     that reach the master at `url` (or at `Master.start(url)`, called before the app serves). Without it
     the app only reads and records (list, describe, create without running), e.g. in-process for the CLI.
-    Every /api/ route but login and /master/info needs a bearer token (determined.master.auth);
+    Every /api/ route but login and /master/info needs a bearer token (determined.master.security.auth);
     `warn_blank_passwords` logs a warning at start while a default user has a blank password (servers).
     `allowed_hosts` (web_security.allowed_hosts) turns on the Host check of a master served on a socket.
     Every response carries the security headers; request bodies are bounded (request_limits.py).

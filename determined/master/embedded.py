@@ -15,9 +15,9 @@ import uvicorn
 
 from determined import errors
 from determined.common.api import Session
-from determined.master import web_security
+from determined.master.security import web_security
 from determined.master.app import create_app
-from determined.master.logs import LogLimits
+from determined.master.lifecycle.logs import LogLimits
 from determined.master.master import Master
 from determined.master.rm import Slots
 from determined.master.rm.base import ResourceManagerFactory

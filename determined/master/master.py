@@ -19,13 +19,15 @@ from determined import errors
 from determined.common.framework_scan import TrialImports, scan_archive
 from determined.config import environment_variables
 from determined.config.entrypoint import runs_a_script
-from determined.master import allocations, isolation, protocol, scheduler, states, trial_notes
-from determined.master import gc as checkpoint_gc
-from determined.master import storage_roots as storage_roots_mod
+from determined.master.lifecycle import allocations, protocol, states, trial_notes
+from determined.master.security import isolation
+from determined.master.scheduling import scheduler
+from determined.master.storage import gc as checkpoint_gc
+from determined.master.storage import storage_roots as storage_roots_mod
 from determined.master.db import Experiment, Trial, engine as db_engine
-from determined.master.experiment import SCHEDULING_CHANGED, SLOTS_INFO, progress_now
-from determined.master.log_policies import LogPolicyMonitor
-from determined.master.logs import LogLimits, LogWriter, is_disk_full
+from determined.master.lifecycle.experiment import SCHEDULING_CHANGED, SLOTS_INFO, progress_now
+from determined.master.lifecycle.log_policies import LogPolicyMonitor
+from determined.master.lifecycle.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
 from determined.master.rm.base import ResourceManager, ResourceManagerFactory, describe_run
 from determined.master.rm.trial_env import TrialUser

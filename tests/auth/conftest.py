@@ -2,7 +2,7 @@ import pathlib
 
 import pytest
 
-from determined.master import users
+from determined.master.security import users
 
 from ._helpers import InProcessMaster
 

@@ -105,7 +105,7 @@ def test_safe_links_are_accepted_on_both_sides(master: InProcessMaster, tmp_path
 
 
 def test_archives_that_unpack_past_the_limit_are_refused(master: InProcessMaster, monkeypatch: pytest.MonkeyPatch) -> None:
-    from determined.master import model_def
+    from determined.master.lifecycle import model_def
 
     monkeypatch.setattr(model_def, "MAX_MODEL_DEF_BYTES", 1000)
     archive = _archive(_member("zeros.bin", data=bytes(5000)))  # compresses to far less than 1000 bytes

@@ -10,7 +10,7 @@ import pytest
 
 from determined import errors
 from determined.common.api import Session
-from determined.master import request_limits
+from determined.master.security import request_limits
 from determined.master.db import Experiment
 
 from ._helpers import InProcessMaster, create_experiment

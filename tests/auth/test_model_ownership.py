@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from determined import errors
-from determined.master import states
+from determined.master.lifecycle import states
 from determined.master.db import Checkpoint, default_db_url, make_engine, upgrade
 
 from ._helpers import InProcessMaster, add_user, create_experiment

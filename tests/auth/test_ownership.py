@@ -4,7 +4,7 @@ from typing import Any, Dict
 import pytest
 
 from determined import errors
-from determined.master import allocations
+from determined.master.lifecycle import allocations
 from determined.master.db import Trial
 
 from ._helpers import InProcessMaster, add_user, create_experiment

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from determined import errors
 from determined.common.api import AuthenticationError, Session
 from determined.common.api import _token_cache
-from determined.master import auth
+from determined.master.security import auth
 from determined.master.app import blank_password_warning
 from determined.master.db import AuthToken, User
 

@@ -13,7 +13,8 @@ import pytest
 from determined import errors, master
 from determined.common.api import Session
 from determined.experimental import core_v2
-from determined.master import embedded, scheduler
+from determined.master import embedded
+from determined.master.scheduling import scheduler
 from determined.master.rm import Slots
 from tests.master._helpers import model_def
 

@@ -9,7 +9,7 @@ import sys
 from typing import Dict, List
 
 from determined.master import Master
-from determined.master import actions
+from determined.master.lifecycle import actions
 from tests.master._helpers import config, model_def
 
 from tests.server._server import FAKE_TRIAL_ENV, SERVE_FAKE, wait_for

@@ -10,7 +10,7 @@ from determined.common import context as det_context
 from determined.config import InvalidExperimentConfig, load_experiment_config
 from determined.config.entrypoint import command_of, is_trial_class, runs_a_script
 from determined.exec import _script
-from determined.master.model_def import decode_model_def
+from determined.master.lifecycle.model_def import decode_model_def
 from determined.master.problems import RequestProblem
 from tests.master._helpers import model_def
 

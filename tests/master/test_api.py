@@ -187,7 +187,7 @@ def test_logs_paging(session: Session) -> None:
     exp = create(session, config(max_trials=1))
     tid = session.get(f"/experiments/{exp['id']}")["trials"][0]["id"]
     master = session._client.app.state.master  # type: ignore[attr-defined]
-    from determined.master.logs import LogWriter
+    from determined.master.lifecycle.logs import LogWriter
 
     writer = LogWriter(master._writes)
     for i in range(25):
@@ -229,7 +229,7 @@ def test_warm_start_from_a_trial_checkpoint(session: Session) -> None:
 def test_a_clone_starts_from_its_parents_latest_checkpoint(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
     """What PBT needs: Create(checkpoint={"request_id": parent}) starts the new trial from the parent's checkpoint."""
     from determined import searcher
-    from determined.master import experiment
+    from determined.master.lifecycle import experiment
 
     exp = create(session, config(max_trials=1, length=10))
     parent = session.get(f"/experiments/{exp['id']}")["trials"][0]

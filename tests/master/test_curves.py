@@ -1,11 +1,11 @@
-"""Downsampled learning curves (determined/master/curves.py): what is kept, the bound on the point count, the cache."""
+"""Downsampled learning curves (determined/master/insights/curves.py): what is kept, the bound on the point count, the cache."""
 import math
 import random
 from typing import Any, Dict, List
 
 import pytest
 
-from determined.master import curves
+from determined.master.insights import curves
 from determined.master.problems import RequestProblem
 
 

@@ -10,7 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from determined.common.api import Session
-from determined.master import allocations, create_app, curves, experiment
+from determined.master.lifecycle import allocations, experiment
+from determined.master import create_app
+from determined.master.insights import curves
 from determined.master.db import Trial, TrialCurve
 
 from ._helpers import config, model_def
@@ -130,7 +132,7 @@ def test_a_rollback_to_the_checkpoint_makes_the_curve_be_read_again(tmp_path: pa
 
 
 def test_deleting_the_experiment_deletes_its_kept_curves(tmp_path: pathlib.Path) -> None:
-    from determined.master import states
+    from determined.master.lifecycle import states
     from determined.master.db import Experiment
 
     app, api, exp_id, [(t1, tok1), _] = _experiment(tmp_path / "data")

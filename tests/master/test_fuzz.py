@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
 from determined.common.api import Session
-from determined.master import allocations, auth, create_app
+from determined.master.lifecycle import allocations
+from determined.master.security import auth
+from determined.master import create_app
 from determined.master.db import Trial, User
 
 from ._helpers import config, model_def

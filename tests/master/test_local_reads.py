@@ -1,4 +1,4 @@
-"""The CLI's reads of a data dir no master runs on (determined/master/local_reads.py) answer exactly what the
+"""The CLI's reads of a data dir no master runs on (determined/master/views/local_reads.py) answer exactly what the
 master's app answers, from the SQLite file alone; what they cannot answer goes to the app."""
 import os
 import pathlib
@@ -10,7 +10,8 @@ import pytest
 
 from determined import errors
 from determined.experimental import _connect
-from determined.master import embedded, local_reads
+from determined.master import embedded
+from determined.master.views import local_reads
 
 from ._helpers import config, model_def
 

@@ -5,9 +5,10 @@ import pathlib
 
 from sqlalchemy import event, select, text
 
-from determined.master import Master, actions
+from determined.master import Master
+from determined.master.lifecycle import actions
 from determined.master.db import TrialLog
-from determined.master.logs import LogLimits, LogWriter
+from determined.master.lifecycle.logs import LogLimits, LogWriter
 from determined.master.rm.log_lines import cap_line, capped_lines
 from tests.master._helpers import config, model_def
 

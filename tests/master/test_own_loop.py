@@ -7,9 +7,10 @@ import pytest
 from sqlalchemy.orm import Session
 
 from determined.config import load_experiment_config
-from determined.master import actions, allocations, protocol, scheduler, states
+from determined.master.lifecycle import actions, allocations, protocol, states
+from determined.master.scheduling import scheduler
 from determined.master.db import TrialLog, default_db_url, make_engine, upgrade
-from determined.master.experiment import trials_of
+from determined.master.lifecycle.experiment import trials_of
 
 
 @pytest.fixture
@@ -82,7 +83,8 @@ def test_a_trial_deletes_its_own_checkpoint(session: Session) -> None:
     checkpoint is a 404, a registered one a 409."""
     import uuid as uuid_mod
 
-    from determined.master import auth, registry
+    from determined.master.security import auth
+    from determined.master.registry import model_registry
     from determined.master.problems import RequestProblem
 
     exp = experiment(session, {"name": "random", "max_trials": 2})
@@ -97,8 +99,8 @@ def test_a_trial_deletes_its_own_checkpoint(session: Session) -> None:
     protocol.delete_own_checkpoint(session, a, second)
     assert a.latest_checkpoint_uuid == first
     admin = auth.Principal(username="admin", user_id=None, admin=True)
-    model = registry.create_model(session, "m", {}, admin)
-    registry.register_version(session, model, {"checkpoint_uuid": first}, admin)
+    model = model_registry.create_model(session, "m", {}, admin)
+    model_registry.register_version(session, model, {"checkpoint_uuid": first}, admin)
     with pytest.raises(RequestProblem) as registered:
         protocol.delete_own_checkpoint(session, a, first)
     assert registered.value.status == 409 and a.latest_checkpoint_uuid == first

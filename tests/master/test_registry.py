@@ -10,8 +10,9 @@ from sqlalchemy import MetaData, insert, select, text
 
 from determined import errors
 from determined.common.api import Session
-from determined.master import Master, in_process_session, registry
-from determined.master import gc as checkpoint_gc
+from determined.master import Master, in_process_session
+from determined.master.registry import model_registry
+from determined.master.storage import gc as checkpoint_gc
 from determined.master.db import Base, Checkpoint, Experiment, default_db_url, make_engine, upgrade
 from determined.master.db.engine import alembic_config
 from determined.master.problems import RequestProblem
@@ -51,7 +52,7 @@ def test_create_get_update_and_refusals(session: Session) -> None:
     with pytest.raises(errors.APIError):  # a '/' cannot reach a model route
         session.post("/models/a%2Fb", {})
     with pytest.raises(RequestProblem, match="'/'"):
-        registry.check_name("a/b")
+        model_registry.check_name("a/b")
     assert sorted(names(session.get("/models")["models"])) == ["bare", "mnist", "n" * 256], "nothing else stored"
 
     updated = session.patch("/models/mnist", {"metadata": {"owner": "b"}})["model"]

@@ -11,7 +11,8 @@ from sqlalchemy import select
 
 from determined.common.api import Session
 
-from determined.master import allocations, create_app, protocol
+from determined.master.lifecycle import allocations, protocol
+from determined.master import create_app
 from determined.master.db import TrainingMetrics, Trial
 from determined.master.problems import RequestProblem
 

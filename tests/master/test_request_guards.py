@@ -13,8 +13,9 @@ from typing import Any, List
 
 import pytest
 
-from determined.master import login_throttle, model_def, request_limits, web_security
-from determined.master.login_throttle import HashPool, LoginThrottle, TooManyLogins
+from determined.master.security import login_throttle, request_limits, web_security
+from determined.master.lifecycle import model_def
+from determined.master.security.login_throttle import HashPool, LoginThrottle, TooManyLogins
 from determined.master.problems import RequestProblem
 
 

@@ -7,7 +7,8 @@ from typing import Iterator, Optional
 import pytest
 from sqlalchemy.orm import Session
 
-from determined.master import scheduler, states
+from determined.master.scheduling import scheduler
+from determined.master.lifecycle import states
 from determined.master.db import default_db_url, make_engine, upgrade
 from determined.master.db.models import Experiment, SearcherOperation, Trial
 
@@ -91,7 +92,7 @@ def test_resources_priority_gives_slots_to_the_smaller_number_first(session: Ses
 
 
 def test_trained_units_read_ended_trials_only_when_asked_and_stay_exact(session: Session) -> None:
-    from determined.master.experiment import trained_units
+    from determined.master.lifecycle.experiment import trained_units
 
     for trial_id, state, batches in [(1, states.ACTIVE, 10), (2, states.COMPLETED, 30), (3, states.PAUSED, 5),
                                      (4, states.ERROR, 7)]:
@@ -122,7 +123,8 @@ def test_a_tick_past_its_budget_leaves_the_other_ended_runs_to_the_next_tick(tmp
     from sqlalchemy import select
 
     from determined.common.api import Session as ApiSession
-    from determined.master import allocations, create_app
+    from determined.master.lifecycle import allocations
+    from determined.master import create_app
     from determined.master import master as master_module
     from starlette.testclient import TestClient
 

@@ -9,10 +9,10 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 import pytest
 from sqlalchemy import event, select
 
-from determined.master import actions, protocol, states
+from determined.master.lifecycle import actions, protocol, states
 from determined.master import master as master_module
 from determined.master.db import Experiment, Trial
-from determined.master.experiment import get_trial
+from determined.master.lifecycle.experiment import get_trial
 from determined.master.master import Master
 from determined.master.rm import Slots
 
@@ -162,7 +162,7 @@ def test_a_tick_that_records_many_ended_runs_costs_a_bounded_number_of_statement
 
 
 def test_the_end_notes_of_many_trials_are_read_in_a_few_queries(master: Master) -> None:
-    from determined.master import trial_notes
+    from determined.master.lifecycle import trial_notes
 
     with master.write() as s:
         cfg = actions.canonical_config(config(max_trials=SLOTS * 2, length=1), str(master.data_dir))
@@ -202,7 +202,7 @@ def test_every_trial_state_is_open_or_terminal() -> None:
 def test_an_ended_runs_lines_are_stored_before_its_end_is_recorded(master: Master,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Whoever sees a trial's run ended (its state, its experiment COMPLETED) reads all the lines it wrote."""
-    from determined.master import allocations
+    from determined.master.lifecycle import allocations
     from determined.master.db import TrialLog, utcnow
 
     with master.write() as s:

@@ -8,9 +8,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 import pytest
 from sqlalchemy import select
 
-from determined.master import actions, protocol, states
+from determined.master.lifecycle import actions, protocol, states
 from determined.master.db import Trial
-from determined.master.experiment import get_trial
+from determined.master.lifecycle.experiment import get_trial
 from determined.master.master import Master
 from determined.master.rm import Slots
 

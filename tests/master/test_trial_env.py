@@ -5,7 +5,7 @@ import pathlib
 import pytest
 
 from determined import errors
-from determined.master import storage_roots
+from determined.master.storage import storage_roots
 from determined.config import environment_variables
 from determined.master.rm.local import LocalResourceManager
 from determined.master.rm.trial_env import TrialUser, inherited_environment, trial_environment

@@ -8,7 +8,8 @@ import pytest
 from sqlalchemy import select
 
 from determined.common.api import Session as ApiSession
-from determined.master import allocations, create_app
+from determined.master.lifecycle import allocations
+from determined.master import create_app
 from determined.master.db.models import Trial
 
 from ._helpers import config, model_def
@@ -117,7 +118,7 @@ def test_a_running_trial_s_reports_wake_the_scheduler_only_when_they_change_what
 
 
 def test_trials_the_search_method_creates_wake_the_scheduler(master_api: Tuple[Any, ApiSession]) -> None:
-    from determined.master.experiment import SCHEDULING_CHANGED
+    from determined.master.lifecycle.experiment import SCHEDULING_CHANGED
     from determined.master.master import WAKE_IF_NEEDED
 
     master, api = master_api

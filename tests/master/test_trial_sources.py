@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from determined import errors
 from determined.common.api import Session
-from determined.master import allocations
+from determined.master.lifecycle import allocations
 from determined.master.db import Base, Experiment, Trial, default_db_url, make_engine, upgrade
 from tests.auth._helpers import InProcessMaster, create_experiment
 

@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterator, List
 import httpx
 import pytest
 
-from determined.master import web_security
+from determined.master.security import web_security
 from tests.ui.conftest import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.slow

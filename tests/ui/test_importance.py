@@ -1,7 +1,7 @@
-"""Hyperparameter importance (determined/master/importance.py) on synthetic data with a known answer."""
+"""Hyperparameter importance (determined/master/insights/importance.py) on synthetic data with a known answer."""
 import numpy as np
 
-from determined.master.importance import RandomForest, first_order_importance, hyperparameter_importance
+from determined.master.insights.importance import RandomForest, first_order_importance, hyperparameter_importance
 
 
 def test_the_hyperparameter_that_matters_gets_the_importance() -> None:

@@ -78,7 +78,7 @@ def test_model_files_of_an_experiment(ui_master: Dict[str, Any]) -> None:
 
 
 def test_experiment_metrics_downsample_to_the_asked_point_count(ui_master: Dict[str, Any]) -> None:
-    from determined.master import curves
+    from determined.master.insights import curves
 
     api, asha = ui_master["api"], ui_master["asha"]
     answer = api.get(f"/experiments/{asha}/metrics", max_points=4)

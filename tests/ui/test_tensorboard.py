@@ -10,7 +10,7 @@ import pytest
 
 from determined import errors
 from determined.core import _tensorboard
-from determined.master import tensorboard
+from determined.master.insights import tensorboard
 from determined.cli.main import main as det_main
 
 

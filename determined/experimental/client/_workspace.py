@@ -1,7 +1,7 @@
 """Workspace and Project (Determined 0.38's SDK), and the `Determined` methods that find and create them.
 
 A workspace groups projects (and models); a project groups experiments. The default workspace and project are
-both "Uncategorized" (id 1). The master's rules (determined/master/workspaces.py): names unique, only the owner or
+both "Uncategorized" (id 1). The master's rules (determined/master/registry/workspaces.py): names unique, only the owner or
 an admin changes, archives or deletes; an archived workspace or project takes no new experiments; a workspace or
 project that still holds experiments is not deleted.
 """

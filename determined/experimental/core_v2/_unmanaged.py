@@ -1,5 +1,5 @@
 """An unmanaged run: a script run outside the platform records an experiment and a trial on the master (created, or
-reused by their external ids), and reports to them through a core context built here (determined/master/unmanaged.py
+reused by their external ids), and reports to them through a core context built here (determined/master/lifecycle/unmanaged.py
 is the master's side)."""
 import logging
 import pathlib

@@ -10,7 +10,7 @@ from fastapi.responses import Response
 
 from determined.master.master import Master
 from determined.master.problems import RequestProblem
-from determined.master.request_limits import bounded_detail
+from determined.master.security.request_limits import bounded_detail
 
 logger = logging.getLogger("determined.master")
 Row = TypeVar("Row")

@@ -14,7 +14,8 @@ from typing import Any, Iterator
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from determined.master import registry, states
+from determined.master.registry import model_registry
+from determined.master.lifecycle import states
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Experiment
 from determined.master.problems import RequestProblem
@@ -32,7 +33,7 @@ def checkpoint_files(request: Request, uuid: str) -> StreamingResponse:
     master = master_of(request)
     with problems_as_http():
         with master.read() as s:
-            ckpt = registry.get_checkpoint(s, uuid)
+            ckpt = model_registry.get_checkpoint(s, uuid)
             if ckpt.state != states.COMPLETED:
                 raise RequestProblem(409, f"checkpoint {uuid} is {ckpt.state}: only COMPLETED checkpoints have files")
             exp = s.get(Experiment, ckpt.experiment_id)

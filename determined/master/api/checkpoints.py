@@ -4,9 +4,12 @@ from typing import Any, Dict, List, Optional
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 
-from determined.master import auth, checkpoint_edits, reads, registry, serialize, trial_sources
+from determined.master.security import auth
+from determined.master.storage import checkpoint_edits
+from determined.master.views import reads, serialize
+from determined.master.registry import model_registry, trial_sources
 from determined.master.api._deps import json_response, master_of, problems_as_http
-from determined.master.dbread import reader_of
+from determined.master.views.dbread import reader_of
 
 router = APIRouter()
 
@@ -32,7 +35,7 @@ def add_metadata(request: Request, uuid: str, body: Any = Body(None)) -> Dict[st
     """Merge `{"metadata": {...}}` into the checkpoint's metadata (top-level keys replaced): the owner of its
     experiment or an admin."""
     with problems_as_http(), master_of(request).write() as s:
-        ckpt = registry.add_checkpoint_metadata(s, uuid, body, auth.principal_of(request))
+        ckpt = model_registry.add_checkpoint_metadata(s, uuid, body, auth.principal_of(request))
         return {"checkpoint": serialize.checkpoint(s, ckpt)}
 
 
@@ -41,7 +44,7 @@ def remove_metadata(request: Request, uuid: str, keys: Optional[List[str]] = Que
     """Remove the top-level metadata keys `keys` (repeat the parameter for several); missing keys are ignored. The
     owner of the checkpoint's experiment or an admin."""
     with problems_as_http(), master_of(request).write() as s:
-        ckpt = registry.remove_checkpoint_metadata(s, uuid, keys or [], auth.principal_of(request))
+        ckpt = model_registry.remove_checkpoint_metadata(s, uuid, keys or [], auth.principal_of(request))
         return {"checkpoint": serialize.checkpoint(s, ckpt)}
 
 
@@ -52,7 +55,7 @@ def delete_checkpoint(request: Request, uuid: str) -> Dict[str, Any]:
     with problems_as_http():
         checkpoint_edits.delete_checkpoint(master_of(request), uuid, auth.principal_of(request))
     with problems_as_http(), master_of(request).read() as s:
-        return {"checkpoint": serialize.checkpoint(s, registry.get_checkpoint(s, uuid))}
+        return {"checkpoint": serialize.checkpoint(s, model_registry.get_checkpoint(s, uuid))}
 
 
 @router.post("/checkpoints/{uuid}/remove_files")

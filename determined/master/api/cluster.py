@@ -7,7 +7,7 @@ from sqlalchemy import select
 from determined.master.api._deps import master_of
 from determined.master.db import Experiment, Trial
 from determined.master.rm.base import describe_run
-from determined.master.scheduler import slots_per_trial
+from determined.master.scheduling.scheduler import slots_per_trial
 
 router = APIRouter()
 

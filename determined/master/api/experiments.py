@@ -5,12 +5,15 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import Response
 
 from determined.config.storage import with_gc_policy
-from determined.master import (actions, auth, experiment_edits, gc, protocol, reads, registry, serialize, states,
-                               templates, workspaces)
+from determined.master.lifecycle import actions, experiment_edits, protocol, states
+from determined.master.security import auth
+from determined.master.storage import gc
+from determined.master.views import reads, serialize
+from determined.master.registry import model_registry, templates, workspaces
 from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
-from determined.master.dbread import reader_of
-from determined.master.experiment import get_experiment
-from determined.master.model_def import decode_model_def
+from determined.master.views.dbread import reader_of
+from determined.master.lifecycle.experiment import get_experiment
+from determined.master.lifecycle.model_def import decode_model_def
 from determined.master.problems import RequestProblem
 
 router = APIRouter()
@@ -151,7 +154,7 @@ def patch_experiment(request: Request, experiment_id: int, body: Any = Body(None
     the name, description, labels, notes, and `resources` `max_slots`/`weight`/`priority`."""
     master = master_of(request)
     with problems_as_http():
-        fields = registry.check_body(body, ("checkpoint_storage",) + experiment_edits.FIELDS, "experiment update")
+        fields = model_registry.check_body(body, ("checkpoint_storage",) + experiment_edits.FIELDS, "experiment update")
         problems = experiment_edits.check_update(fields)
         if problems:
             raise RequestProblem(400, "invalid experiment update", problems)
@@ -175,7 +178,7 @@ def continue_experiment(request: Request, experiment_id: int, body: Any = Body(N
     that did not complete train on from their latest checkpoint."""
     master = master_of(request)
     with problems_as_http():
-        fields = registry.check_body(body, ("override_config",), "continue")
+        fields = model_registry.check_body(body, ("override_config",), "continue")
         with master.write() as s:
             exp = experiment_edits.continue_experiment(s, experiment_id, fields.get("override_config"),
                                                        str(master.data_dir))
@@ -199,7 +202,7 @@ def delete_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
                dependencies=[Depends(auth.experiment_owner_only)])
 def delete_tensorboard_files(request: Request, experiment_id: int) -> Dict[str, Any]:
     """Remove the TensorBoard event files of the experiment's trials (its owner or an admin)."""
-    from determined.master import tensorboard
+    from determined.master.insights import tensorboard
 
     return {"deleted": tensorboard.delete_event_files(master_of(request).data_dir, experiment_id)}
 

@@ -13,10 +13,11 @@ from sqlalchemy.orm import Session
 
 from determined import searcher
 from determined.config import canonical_hparams, dotted, flat_hparams, hparam_leaves
-from determined.master import curves, importance, kept_curves, model_files, serialize
+from determined.master.insights import curves, importance, kept_curves
+from determined.master.views import model_files, serialize
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Experiment, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics
-from determined.master.experiment import get_experiment, load_searcher, trials_of
+from determined.master.lifecycle.experiment import get_experiment, load_searcher, trials_of
 
 router = APIRouter()
 
@@ -28,7 +29,7 @@ def experiment_metrics(request: Request, experiment_id: int,
     the groups and the names of the numeric metrics reported in each, for learning curves.
 
     Each trial's series is downsampled to at most `max_points` points per metric (MIN_POINTS to MAX_POINTS of
-    determined/master/curves.py; default: EXPERIMENT_BUDGET shared by the trials), keeping the first and last
+    determined/master/insights/curves.py; default: EXPERIMENT_BUDGET shared by the trials), keeping the first and last
     point and each bucket's minimum and maximum; `max_points` in the answer says what was used."""
     master = master_of(request)
     with problems_as_http(), master.read() as s:
@@ -102,7 +103,7 @@ def _maybe_gzip(request: Request, body: bytes) -> Response:
 @router.get("/experiments/{experiment_id}/model_files")
 def experiment_model_files(request: Request, experiment_id: int) -> Dict[str, Any]:
     """The files of the experiment's model definition: `{"files": [{"path", "size", "text"}], "truncated"}`
-    (`text` null for binary or big files; determined/master/model_files.py)."""
+    (`text` null for binary or big files; determined/master/views/model_files.py)."""
     with problems_as_http(), master_of(request).read() as s:
         archive = get_experiment(s, experiment_id).model_def
     return model_files.model_files(archive)
@@ -135,7 +136,7 @@ def _trial_values(s: Session, exp: Experiment, metric: str, smaller_is_better: b
 def hyperparameter_importance(request: Request, experiment_id: int, metric: Optional[str] = None) -> Dict[str, Any]:
     """`{"metric", "smaller_is_better", "num_trials", "importance": {hparam: share}, "method"}`: for each searched
     hyperparameter, the share of the variance of the trials' best `metric` (default: the searcher metric) it
-    explains on its own (determined/master/importance.py). Empty with fewer than 3 trials that reported it."""
+    explains on its own (determined/master/insights/importance.py). Empty with fewer than 3 trials that reported it."""
     with problems_as_http(), master_of(request).read() as s:
         exp = get_experiment(s, experiment_id)
         searcher_config = exp.config["searcher"]

@@ -5,9 +5,10 @@ from typing import Any, Dict
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 
-from determined.master import auth, custom_search
+from determined.master.security import auth
+from determined.master.lifecycle import custom_search
 from determined.master.api._deps import master_of, problems_as_http
-from determined.master.experiment import get_experiment
+from determined.master.lifecycle.experiment import get_experiment
 
 router = APIRouter()
 

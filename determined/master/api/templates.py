@@ -4,9 +4,11 @@ from typing import Any, Dict
 from fastapi import APIRouter, Body, Request
 from sqlalchemy.exc import IntegrityError
 
-from determined.master import auth, reads, templates
+from determined.master.security import auth
+from determined.master.views import reads
+from determined.master.registry import templates
 from determined.master.api._deps import http_error, master_of, problems_as_http
-from determined.master.dbread import reader_of
+from determined.master.views.dbread import reader_of
 from determined.master.problems import RequestProblem
 
 router = APIRouter()

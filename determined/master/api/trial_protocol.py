@@ -9,11 +9,13 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from determined.config import redaction
-from determined.master import allocations, auth, protocol, trial_sources
+from determined.master.lifecycle import allocations, protocol
+from determined.master.security import auth
+from determined.master.registry import trial_sources
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.problems import RequestProblem
 from determined.master.db import TrainingMetrics, Trial, ValidationMetrics
-from determined.master.experiment import get_trial
+from determined.master.lifecycle.experiment import get_trial
 from determined.master.master import WAKE_IF_NEEDED
 
 router = APIRouter()

@@ -4,10 +4,12 @@ from typing import Any, Dict, List, Optional
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from determined.master import actions, auth, reads, serialize
+from determined.master.lifecycle import actions
+from determined.master.security import auth
+from determined.master.views import reads, serialize
 from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
-from determined.master.dbread import reader_of
-from determined.master.experiment import get_experiment
+from determined.master.views.dbread import reader_of
+from determined.master.lifecycle.experiment import get_experiment
 
 router = APIRouter()
 

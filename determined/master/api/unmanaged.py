@@ -1,13 +1,16 @@
 """Routes of unmanaged runs (Determined 0.38's core_v2): experiments and trials that a script run outside the
-platform creates, starts and ends (determined/master/unmanaged.py). Metrics and checkpoints go through the trial
+platform creates, starts and ends (determined/master/lifecycle/unmanaged.py). Metrics and checkpoints go through the trial
 routes every run uses (trial_protocol.py), sent by the experiment's owner."""
 from typing import Any, Dict, Optional
 
 from fastapi import APIRouter, Body, Request
 
-from determined.master import actions, auth, registry, serialize, unmanaged, workspaces
+from determined.master.lifecycle import actions, unmanaged
+from determined.master.security import auth
+from determined.master.registry import model_registry, workspaces
+from determined.master.views import serialize
 from determined.master.api._deps import master_of, problems_as_http
-from determined.master.experiment import get_experiment, get_trial
+from determined.master.lifecycle.experiment import get_experiment, get_trial
 from determined.master.problems import RequestProblem
 
 router = APIRouter()
@@ -20,7 +23,7 @@ def create_unmanaged_experiment(request: Request, body: Any, external_id: Option
     """`{config, unmanaged: true, project_id?}`: a new unmanaged experiment owned by the sender; with
     `external_id`, the experiment of that id when it exists (the sender must own it)."""
     master = master_of(request)
-    fields = registry.check_body(body, _EXPERIMENT_FIELDS, "unmanaged experiment")
+    fields = model_registry.check_body(body, _EXPERIMENT_FIELDS, "unmanaged experiment")
     if fields.get("unmanaged") is not True:
         raise RequestProblem(400, "invalid unmanaged experiment", [
             "unmanaged: must be true (only unmanaged experiments are created or reused here)"])
@@ -33,7 +36,7 @@ def create_unmanaged_experiment(request: Request, body: Any, external_id: Option
         unmanaged.check_external_id(external_id, "external_experiment_id")
     raw = fields["config"]
     if fields.get("template") is not None:
-        from determined.master import templates
+        from determined.master.registry import templates
 
         with master.read() as s:
             raw = templates.merge_under(s, fields["template"], raw)
@@ -67,7 +70,7 @@ def put_experiment(request: Request, external_id: str, body: Any = Body(None)) -
 
 
 def _create_trial(request: Request, body: Any, external_id: Optional[str]) -> Dict[str, Any]:
-    fields = registry.check_body(body, _TRIAL_FIELDS, "trial")
+    fields = model_registry.check_body(body, _TRIAL_FIELDS, "trial")
     if fields.get("unmanaged") is not True:
         raise RequestProblem(400, "invalid trial", ["unmanaged: must be true (only unmanaged trials are created here)"])
     exp_id = fields.get("experiment_id")
@@ -95,7 +98,7 @@ def put_trial(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
     """`{create_trial_request: {...}, external_trial_id}`: that trial of the experiment, created when there is none
     (0.38's PutTrial)."""
     with problems_as_http():
-        fields = registry.check_body(body, ("create_trial_request", "external_trial_id"), "trial")
+        fields = model_registry.check_body(body, ("create_trial_request", "external_trial_id"), "trial")
         if "external_trial_id" not in fields:
             raise RequestProblem(400, "invalid trial", ["external_trial_id: required"])
         return _create_trial(request, fields.get("create_trial_request"), fields["external_trial_id"])
@@ -107,13 +110,13 @@ def start_trial(request: Request, trial_id: int, body: Any = Body(None)) -> Dict
     answers, with the checkpoint to continue from)."""
     master = master_of(request)
     with problems_as_http():
-        registry.check_body(body if body is not None else {}, ("resume", "trial_id"), "trial start")
+        model_registry.check_body(body if body is not None else {}, ("resume", "trial_id"), "trial start")
         with master.write(wake=False) as s:
             trial = get_trial(s, trial_id)
             auth.check_experiment_owner(auth.principal_of(request), get_experiment(s, trial.experiment_id),
                                         "start trials of")
             unmanaged.start_trial(s, trial)
-            from determined.master import protocol
+            from determined.master.lifecycle import protocol
 
             context = protocol.trial_context(s, trial)
             context["cluster_id"] = master.cluster_id
@@ -125,7 +128,7 @@ def patch_trial(request: Request, trial_id: int, body: Any = Body(None)) -> Dict
     """`{state}`: an unmanaged run reports its trial RUNNING, COMPLETED, ERROR or CANCELED (0.38's PatchTrial)."""
     master = master_of(request)
     with problems_as_http():
-        fields = registry.check_body(body if body is not None else {}, ("state", "trial_id"), "trial update")
+        fields = model_registry.check_body(body if body is not None else {}, ("state", "trial_id"), "trial update")
         with master.write(wake=False) as s:
             trial = get_trial(s, trial_id)
             exp = get_experiment(s, trial.experiment_id)

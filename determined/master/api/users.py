@@ -5,7 +5,8 @@ from typing import Any, Dict, Optional
 from fastapi import APIRouter, Body, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
-from determined.master import auth, login_throttle, serialize, users
+from determined.master.security import auth, login_throttle, users
+from determined.master.views import serialize
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import User
 from determined.master.master import Master

@@ -1,4 +1,4 @@
-"""Workspace and project routes (determined/master/workspaces.py has the rules): create, list, describe, rename,
+"""Workspace and project routes (determined/master/registry/workspaces.py has the rules): create, list, describe, rename,
 archive, unarchive, delete; the experiments of a project; moving an experiment to another project."""
 from typing import Any, Dict, Optional
 
@@ -6,12 +6,14 @@ from fastapi import APIRouter, Body, HTTPException, Request
 from fastapi.responses import Response
 from sqlalchemy.exc import IntegrityError
 
-from determined.master import auth, serialize, workspaces
+from determined.master.security import auth
+from determined.master.views import serialize
+from determined.master.registry import workspaces
 from determined.master.api._deps import http_error, json_list, master_of, problems_as_http
-from determined.master.dbread import reader_of
-from determined.master.workspace_reads import project_json, workspace_json
-from determined.master import workspace_reads as wreads
-from determined.master.experiment import get_experiment
+from determined.master.views.dbread import reader_of
+from determined.master.views.workspace_reads import project_json, workspace_json
+from determined.master.views import workspace_reads as wreads
+from determined.master.lifecycle.experiment import get_experiment
 from determined.master.problems import RequestProblem
 
 router = APIRouter()

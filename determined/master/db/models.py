@@ -134,7 +134,7 @@ class ValidationMetrics(Base):
 
 
 class TrialCurve(Base):
-    """A trial's learning curve of one group downsampled to `max_points` per metric (determined/master/curves.py),
+    """A trial's learning curve of one group downsampled to `max_points` per metric (determined/master/insights/curves.py),
     as the experiment's metrics route sends it: valid while the trial's `metrics_version` is `version`."""
 
     __tablename__ = "trial_curves"

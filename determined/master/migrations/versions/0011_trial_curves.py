@@ -1,6 +1,6 @@
 """Learning curves that survive a master restart: each trial's downsampled series is kept in `trial_curves`
 under the trial's `metrics_version`, which every change to its training or validation metrics increases in the
-same transaction (determined/master/curves.py). An index finds a trial by its request id (what the search
+same transaction (determined/master/insights/curves.py). An index finds a trial by its request id (what the search
 method names) without reading the experiment's other trials.
 
 Revision ID: 0011

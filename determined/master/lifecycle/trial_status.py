@@ -1,0 +1,219 @@
+"""What a trial is doing, in words a researcher reads: RUNNING, QUEUED, WAITING (for the search method),
+PAUSED, STOPPING, COMPLETED, STOPPED (closed early by the search method), CANCELED or ERROR, with the reason.
+
+A trial's stored `state` is Determined's (ACTIVE for a trial that runs, waits for a slot or waits for a
+promotion alike); its status is derived from the stored run, the searcher operations and the validations,
+in portable SQL (determined/master/views/dbread.py), so the master and the CLI's local reads say the same.
+"""
+import math
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from determined.master.views.dbread import Reader, in_list
+
+RUNNING = "RUNNING"
+QUEUED = "QUEUED"
+WAITING = "WAITING"
+PAUSED = "PAUSED"
+STOPPING = "STOPPING"
+COMPLETED = "COMPLETED"
+STOPPED = "STOPPED"
+CANCELED = "CANCELED"
+ERROR = "ERROR"
+
+STATUSES = (RUNNING, QUEUED, WAITING, PAUSED, STOPPING, COMPLETED, STOPPED, CANCELED, ERROR)
+_HALVING = ("adaptive_asha", "async_halving", "adaptive", "adaptive_simple", "sync_halving")
+
+
+class _Ops:
+    """One trial's searcher operations: lengths in the searcher's unit."""
+
+    def __init__(self) -> None:
+        self.pending: List[Tuple[int, int]] = []  # (length, length_batches), oldest first
+        self.completed: List[int] = []  # lengths reached
+
+
+def _searcher_facts(config: Mapping[str, Any]) -> Tuple[str, str, Optional[int], str, bool]:
+    """(name, unit, full length a trial trains when it is never stopped early, metric, smaller_is_better)."""
+    searcher = config.get("searcher") or {}
+    name = str(searcher.get("name") or "")
+    full: Optional[int] = None
+    unit = "batches"
+    length = searcher.get("max_length")
+    if name == "pbt":
+        length = searcher.get("length_per_round")
+    if isinstance(length, Mapping) and len(length) == 1:
+        ((unit, value),) = length.items()
+        if isinstance(value, int):
+            full = value * int(searcher.get("num_rounds") or 1) if name == "pbt" else value
+    return name, str(unit), full, str(searcher.get("metric") or ""), bool(searcher.get("smaller_is_better", True))
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _fmt(value: Optional[float]) -> str:
+    return "none" if value is None else f"{value:.5g}"
+
+
+class _Experiment:
+    """What the reasons of one experiment's trials need: operations and validated metrics per trial."""
+
+    def __init__(self, db: Reader, exp: Any, trial_ids: Optional[Sequence[int]] = None) -> None:
+        """All the experiment's trials, or (`trial_ids`) only those, plus what a cutoff needs when it is asked
+        (`_others_at`): a trial that ends in a search of thousands reads its own rows, not every trial's."""
+        self.exp = exp
+        self.db = db
+        self.name, self.unit, self.full, self.metric, self.smaller = _searcher_facts(exp.config or {})
+        self.ops: Dict[int, _Ops] = {}
+        self.metric_at: Dict[Tuple[int, int], Optional[float]] = {}  # (trial, length) -> searcher metric there
+        self._complete = trial_ids is None
+        self._lengths_read: Set[int] = set()
+        if trial_ids is None:
+            self._read("trial_id IN (SELECT id FROM trials WHERE experiment_id = :e)", e=exp.id)
+        else:
+            names, params = in_list("t", list(trial_ids))
+            self._read(f"trial_id IN {names}", **params)
+
+    def _read(self, where: str, **params: Any) -> None:
+        """The operations of the trials `where` selects, and their searcher metric at each completed length."""
+        for r in self.db.rows(f"SELECT trial_id, length, length_batches, completed FROM searcher_operations "
+                              f"WHERE {where} ORDER BY id", **params):
+            ops = self.ops.setdefault(r.trial_id, _Ops())
+            if r.completed:
+                ops.completed.append(int(r.length))
+            else:
+                ops.pending.append((int(r.length), int(r.length_batches)))
+        for r in self.db.rows(f"SELECT o.trial_id, o.length, v.metrics FROM searcher_operations o "
+                              f"JOIN validation_metrics v ON v.trial_id = o.trial_id AND v.steps_completed = o.length_batches "
+                              f"WHERE o.completed AND o.{where} ORDER BY v.id", **params):
+            self.metric_at[(r.trial_id, int(r.length))] = _number((r.metrics or {}).get(self.metric))
+
+    def _others_at(self, length: int) -> None:
+        """Make sure every trial that completed `length` is read (with all its operations)."""
+        if self._complete or length in self._lengths_read:
+            return
+        self._lengths_read.add(length)
+        others = [r.trial_id for r in self.db.rows(
+            "SELECT DISTINCT trial_id FROM searcher_operations WHERE completed AND length = :l AND trial_id IN "
+            "(SELECT id FROM trials WHERE experiment_id = :e)", l=length, e=self.exp.id) if r.trial_id not in self.ops]
+        for start in range(0, len(others), 500):
+            names, params = in_list("t", others[start:start + 500])
+            self._read(f"trial_id IN {names}", **params)
+
+    # ------------------------------------------------------------ words
+
+    def _where(self, trial_id: int, length: int) -> str:
+        """`rung 2 (8 batches)`, `round 3 (300 batches)` or `8 batches`."""
+        amount = f"{length} {self.unit}"
+        if self.name in _HALVING:
+            reached = sorted(set(self.ops.get(trial_id, _Ops()).completed))
+            return f"rung {reached.index(length) + 1} ({amount})" if length in reached else amount
+        if self.name == "pbt" and self.full:
+            per_round = self.full // max(1, int((self.exp.config.get("searcher") or {}).get("num_rounds") or 1))
+            if per_round and length % per_round == 0:
+                return f"round {length // per_round} ({amount})"
+        return amount
+
+    def _worse(self, a: float, b: float) -> bool:
+        return a > b if self.smaller else a < b
+
+    def stop_reason(self, trial: Any) -> Optional[str]:
+        """Why the search method closed a trial before the full length: where, its metric, and the cutoff."""
+        ops = self.ops.get(trial.id)
+        if ops is None or not ops.completed or self.full is None:
+            return None
+        last = max(ops.completed)
+        if last >= self.full:
+            return None
+        self._others_at(last)
+        where = self._where(trial.id, last)
+        own = self.metric_at.get((trial.id, last))
+        went_on = [m for (tid, length), m in self.metric_at.items()
+                   if length == last and tid != trial.id and m is not None and max(self.ops[tid].completed + [
+                       p for p, _ in self.ops[tid].pending]) > last]
+        verb = "replaced" if self.name == "pbt" else "stopped"
+        text = f"{verb} by the searcher at {where}: {self.metric} {_fmt(own)}"
+        if went_on:
+            cutoff = max(went_on) if self.smaller else min(went_on)
+            relation = "worse than" if own is None or self._worse(own, cutoff) else "no better than"
+            who = "the trial that went on" if len(went_on) == 1 else f"the worst of the {len(went_on)} trials that went on"
+            text += f", {relation} the cutoff {_fmt(cutoff)} ({who})"
+        else:
+            text += "; no trial went on from there"
+        return text
+
+    def waiting_reason(self, trial: Any) -> str:
+        ops = self.ops.get(trial.id) or _Ops()
+        reported = ""
+        if ops.completed:
+            last = max(ops.completed)
+            reported = f": reported {self.metric} {_fmt(self.metric_at.get((trial.id, last)))} at {self._where(trial.id, last)}"
+        if self.name in _HALVING:
+            return "waiting for promotion" + reported
+        if self.name == "pbt":
+            return "waiting for the other members to finish the round" + reported
+        return "waiting for the search method" + reported
+
+    def status(self, trial: Any) -> Tuple[str, Optional[str]]:
+        state = trial.state
+        running = trial.allocation_id is not None
+        ops = self.ops.get(trial.id) or _Ops()
+        config = self.exp.config or {}
+        if state == "ACTIVE":
+            if ops.pending:
+                target = f"training to {ops.pending[0][1]} batches"
+                if running:
+                    return RUNNING, ("checkpointing to give its slot back; then " + target) if trial.preempt_requested \
+                        else target
+                if trial.runs:
+                    return QUEUED, f"waiting for a slot to resume from batch {trial.total_batches}; then {target}"
+                return QUEUED, "waiting for a slot; then " + target
+            if trial.close_requested:
+                return (RUNNING, "finishing") if running else (QUEUED, "waiting for a slot to finish")
+            reason = self.waiting_reason(trial)
+            if running:
+                return WAITING, reason + ("; checkpointing to give its slot to a queued trial"
+                                          if trial.preempt_requested else "; keeps its slot while no trial needs it")
+            return WAITING, reason
+        if state == "PAUSED":
+            return (STOPPING, "checkpointing before it pauses") if running else (PAUSED, "its experiment is paused")
+        if state in ("STOPPING_CANCELED", "STOPPING_KILLED"):
+            return STOPPING, "being killed" if state == "STOPPING_KILLED" else "checkpointing before it is canceled"
+        if state == "COMPLETED":
+            reason = self.stop_reason(trial)
+            if reason is not None:
+                return STOPPED, reason
+            if self.full is not None:
+                ops = self.ops.get(trial.id)
+                reached = max(ops.completed) if ops is not None and ops.completed else 0
+                if reached < self.full:  # a script's trial ends with its process (exit code 0), wherever it got
+                    return COMPLETED, (f"its process ended after {trial.total_batches} batches, before the "
+                                       f"{self.full} {self.unit} the searcher asked for")
+                return COMPLETED, f"trained the full length ({self.full} {self.unit})"
+            return COMPLETED, None
+        if state == "ERROR":
+            policies = [m for m in getattr(trial, "log_policy_matches", None) or [] if m.get("action") == "cancel_retries"]
+            if policies:
+                policy = policies[-1].get("name") or policies[-1].get("line")
+                return ERROR, f"failed; log policy {policy!r} (cancel_retries) matched its logs, so it was not restarted"
+            failures = trial.restarts + 1  # `restarts` counts the restarts that happened
+            return ERROR, (f"failed {failures} time{'s' if failures != 1 else ''}, more than max_restarts "
+                           f"({config.get('max_restarts', 5)}) allows; its logs show why")
+        if state == "CANCELED":
+            if self.exp.state in ("CANCELED", "STOPPING_CANCELED"):
+                return CANCELED, "its experiment was canceled or killed"
+            return CANCELED, "killed, or it exited early (an invalid hyperparameter, or a user's request)"
+        return str(state), None
+
+
+def statuses(db: Reader, exp: Any, trials: Sequence[Any]) -> Dict[int, Tuple[str, Optional[str]]]:
+    """`{trial id: (status, reason)}` for trials of the experiment `exp` (rows or ORM objects); the cutoffs
+    compare each trial with all the others of the experiment."""
+    if not trials:
+        return {}
+    # A few trials (a trial that ended, one trial's page) read only theirs; a whole list reads the experiment once.
+    view = _Experiment(db, exp, [t.id for t in trials] if len(trials) <= 50 else None)
+    return {t.id: view.status(t) for t in trials}
