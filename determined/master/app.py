@@ -5,16 +5,13 @@ import os
 from typing import Any, AsyncIterator, Optional, Sequence
 
 import sqlalchemy.exc
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 import determined
 from determined.master.security import auth, login_throttle, request_limits, users, web_security
-from determined.master import ui
-from determined.master.api import (api_router, checkpoint_files, checkpoints, cluster, insights, models, templates,
-                                   workspaces)
-from determined.master.api import users as users_api
+from determined.master.api import contract, routes
 from determined.master.lifecycle.logs import LogLimits, is_disk_full
 from determined.master.master import Master
 from determined.master.rm import Slots
@@ -77,10 +74,10 @@ def create_app(
     app.state.master = master
     app.state.login_throttle = login_throttle.LoginThrottle()
     app.state.hash_pool = login_throttle.HashPool()
-    app.include_router(api_router)
-    app.include_router(registry_router)
-    app.include_router(ui.router)
-    app.include_router(users_router)
+    routes.include_all(app)
+    app.openapi = lambda: contract.openapi(app)  # type: ignore[method-assign]
+    if contract.contract_checked():  # innermost: it sees each route's answer as the route wrote it
+        app.add_middleware(contract.AnswerContract)
     # The last added runs first: headers on every answer, then the Host check, then who sends it, and only then
     # is a body read (within its route's limit).
     app.add_middleware(request_limits.RequestLimitMiddleware)
@@ -90,17 +87,9 @@ def create_app(
     app.add_middleware(web_security.SecurityHeadersMiddleware)
     app.add_exception_handler(OverflowError, _out_of_range)
     app.add_exception_handler(sqlalchemy.exc.DataError, _out_of_range)
-    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(RequestValidationError, contract.invalid_request)
     app.add_exception_handler(sqlalchemy.exc.OperationalError, _database_unavailable)
     return app
-
-
-async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
-    """FastAPI's 422, without echoing the client's input (which may be huge)."""
-    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-    detail = [{"loc": [str(x)[:100] for x in e.get("loc", ())][:10], "msg": request_limits.clip(e.get("msg", ""), 300),
-               "type": str(e.get("type", ""))[:100]} for e in list(errors)[:request_limits.MAX_ERROR_PROBLEMS]]
-    return JSONResponse(status_code=422, content={"detail": detail})
 
 
 async def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
@@ -134,11 +123,3 @@ def blank_password_warning(master: Master) -> Optional[str]:
     return (f"the user(s) {', '.join(blank)} have a blank password: anyone who reaches this master can log in as "
             f"them; set one with `det -u admin user change-password USER`")
 
-
-# The checkpoint and model registry routes, under the same prefix as the rest of the API.
-registry_router = APIRouter(prefix="/api/v1")
-for _module in (checkpoints, checkpoint_files, models, cluster, insights, workspaces, templates):
-    registry_router.include_router(_module.router)
-
-users_router = APIRouter(prefix="/api/v1")
-users_router.include_router(users_api.router)

@@ -1,10 +1,2 @@
-"""The master's REST API under /api/v1 (docs/internals.md)."""
-from fastapi import APIRouter
-
-from determined.master.api import experiments, info, searcher, trial_protocol, trials, unmanaged
-
-api_router = APIRouter(prefix="/api/v1")
-for _module in (info, experiments, trials, trial_protocol, searcher, unmanaged):
-    api_router.include_router(_module.router)
-
-__all__ = ["api_router"]
+"""The master's REST API under /api/v1: one module of routes per area, their typed models in `schemas/`, and the
+one table that registers them all (`routes.py`); `contract.py` holds the error shape and the contract checks."""

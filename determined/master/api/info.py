@@ -1,16 +1,15 @@
 """GET /master/info."""
-from typing import Any, Dict
-
 from fastapi import APIRouter, Request
 
 import determined
 from determined.master.api._deps import master_of
+from determined.master.api.schemas.info import MasterInfo
 
 router = APIRouter()
 
 
-@router.get("/master/info")
-def master_info(request: Request) -> Dict[str, Any]:
+@router.get("/master/info", response_model=MasterInfo)
+def master_info(request: Request) -> MasterInfo:
     master = master_of(request)
-    return {"version": determined.__version__, "data_dir": str(master.data_dir), "url": master.url,
-            "slots": master.total_slots(), "scheduler": master.run_scheduler}
+    return MasterInfo(**{"version": determined.__version__, "data_dir": str(master.data_dir), "url": master.url,
+            "slots": master.total_slots(), "scheduler": master.run_scheduler})
