@@ -34,8 +34,10 @@ demo: $(STAMP_RUN)
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadscope
 
-## test: the whole suite on SQLite, then the master, client SDK, server and auth tests again on PostgreSQL
+## test: the layers' import contracts (pyproject.toml), the whole suite on SQLite, then the master, client SDK,
+## server and auth tests again on PostgreSQL
 test: $(STAMP_DEV)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q $(XDIST)
 	DET_TEST_DB=postgres $(BIN)/python -m pytest -q $(XDIST) -p tests._postgres tests/master tests/client tests/server tests/auth
 

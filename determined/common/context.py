@@ -11,7 +11,7 @@ import tarfile
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from determined import errors
-from determined.config.entrypoint import is_trial_class
+from determined.common.trial_class_entrypoint import is_trial_class
 
 MAX_CONTEXT_BYTES = 96 * 1024 * 1024
 ALWAYS_IGNORED = ("__pycache__", "*.pyc", ".detignore")

@@ -3,14 +3,13 @@
 Determined's rule (0.18+): a string that fully matches ``[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+`` names a Trial class
 (the legacy entrypoint); any other string is a shell command; a list is the command's arguments.
 """
-import re
 import shlex
 from typing import Any, List, Mapping, Optional
 
+from determined.common.trial_class_entrypoint import is_trial_class
 from determined.config.errors import Problems, describe
 from determined.config.fields import INVALID, Spec
 
-TRIAL_CLASS_PATTERN = re.compile(r"[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+")
 ENTRYPOINT_HINT = ("a Trial class `module:ClassName` (e.g. `model_def:MNistTrial`), a command (e.g. `python3 "
                    "train.py`), or a list of arguments (e.g. [python3, train.py, --epochs, '3'])")
 MAX_ENTRYPOINT_CHARS = 64 * 1024
@@ -20,11 +19,6 @@ UNAVAILABLE_LAUNCHERS = {
                                  "`python3 -m determined.launch.torch_distributed` with torch.distributed, or a "
                                  "Trial class entrypoint, which runs on every slot by itself",
 }
-
-
-def is_trial_class(entrypoint: Any) -> bool:
-    """Whether `entrypoint` names a Trial class (`module:Class`) rather than a command."""
-    return isinstance(entrypoint, str) and TRIAL_CLASS_PATTERN.fullmatch(entrypoint) is not None
 
 
 def runs_a_script(config: Mapping[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from determined import errors
 from determined.common import env_seconds
+from determined.core import _tf_config
 
 logger = logging.getLogger("determined.core")
 
@@ -324,8 +325,6 @@ class DistributedContext:
         rank = this task's index, one rank per machine, the chief at worker 0's host, and a
         `tf.distribute.MultiWorkerMirroredStrategy`; otherwise size 1 with a `MirroredStrategy` over several GPUs,
         else TensorFlow's default strategy. A task type other than `worker` is refused."""
-        from determined.tensorflow import _tf_config
-
         return _tf_config.context_and_strategy(cls)
 
     @classmethod

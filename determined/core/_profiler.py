@@ -14,11 +14,11 @@ from typing import Any, Callable, Dict, List, Optional
 
 import psutil
 
+from determined.common.metric_groups import SYSTEM_GROUPS
 from determined.core._distributed import DistributedContext
 
 logger = logging.getLogger("determined.core")
 
-SYSTEM_GROUPS = ("cpu", "memory", "disk", "network", "gpu")
 Report = Callable[[str, int, Dict[str, Any]], None]
 
 

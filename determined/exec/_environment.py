@@ -12,6 +12,7 @@ import sys
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from determined.config import environment_variables
+from determined.exec._import_time_variables import IMPORT_TIME_PREFIXES, PER_TRIAL_NAMES
 
 logger = logging.getLogger("determined.harness")
 
@@ -75,8 +76,6 @@ PRELOADED_FRAMEWORK: Optional[str] = None
 
 def _read_at_start(name: str) -> bool:
     if PRELOADED_FRAMEWORK is not None:
-        from determined.exec.forkserver import PER_TRIAL_NAMES, IMPORT_TIME_PREFIXES
-
         return name.startswith(IMPORT_TIME_PREFIXES) and name not in PER_TRIAL_NAMES
     return name.startswith("PYTHON") or name.startswith("LD_")
 

@@ -38,6 +38,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from determined.exec._import_time_variables import IMPORT_TIME_PREFIXES, PER_TRIAL_NAMES
+
 logger = logging.getLogger("determined.master")
 
 SERVER_COMMAND = (sys.executable, "-m", "determined.exec.forkserver")
@@ -50,14 +52,6 @@ FRAMEWORK_IMPORTS: Dict[str, Tuple[str, ...]] = {
 # a process and importing the harness costs a quarter of a CPU second).
 HARNESS_ONLY = "harness"
 SERVERS: Tuple[str, ...] = (*FRAMEWORK_IMPORTS, HARNESS_ONLY)
-# Variables a process reads when its interpreter starts or a framework is imported (thread pools, allocators,
-# library paths, the frameworks' own settings): a trial whose values differ from the server's starts cold.
-IMPORT_TIME_PREFIXES: Tuple[str, ...] = (
-    "PYTHON", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "GOTO_", "BLIS_", "VECLIB_", "NUMEXPR_", "TORCH",
-    "PYTORCH_", "TF_", "XLA_", "CUDA_", "MALLOC_", "GLIBC_", "KERAS_", "LC_", "LANG",
-)
-# Set for each trial and read only later (CUDA_VISIBLE_DEVICES: when CUDA is initialised, after the fork).
-PER_TRIAL_NAMES = frozenset({"CUDA_VISIBLE_DEVICES"})
 READY_TIMEOUT_S = 180.0
 # How long after handing a child its trial the server forks the next child in advance.
 REFORK_AFTER_S = 0.25

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from determined import _execution, errors
+from determined.keras._build_model import build_checked_model
 
 logger = logging.getLogger("determined.keras")
 
@@ -120,7 +121,6 @@ def load_model_from_checkpoint_path(path: str, **load_model_kwargs: Any) -> tf.k
     (`load_model_kwargs`, e.g. custom_objects, go there).
     """
     from determined import core
-    from determined.keras._controller import build_checked_model
 
     ckpt = pathlib.Path(path)
     load_file = ckpt / LOAD_DATA_FILE

@@ -15,32 +15,13 @@ from determined._trial import construct_trial
 from determined._trial_loop import BatchLoop
 from determined.config.hparams import GLOBAL_BATCH_SIZE_HOW
 from determined.keras import _checkpoint, _data, _distributed, callbacks as det_callbacks
+from determined.keras._build_model import build_checked_model
 from determined.keras._tf_keras_context import TFKerasTrialContext
 from determined.tensorflow import _tf1_compat
 
 logger = logging.getLogger("determined.keras")
 
 VALIDATION_PREFIX = "val_"
-
-
-def build_checked_model(trial: Any, context: TFKerasTrialContext, trial_name: str) -> tf.keras.Model:
-    """The trial's build_model(), checked to be a wrapped and compiled tf.keras.Model."""
-    model = trial.build_model()
-    if not isinstance(model, tf.keras.Model):
-        raise errors.InvalidTrialError(
-            f"{trial_name}.build_model() must return a tf.keras.Model, got {type(model).__name__}"
-        )
-    if not context._is_wrapped(model):
-        raise errors.InvalidTrialError(
-            f"{trial_name}.build_model() returned a model that was not wrapped: create it, then "
-            "`model = self.context.wrap_model(model)`, then `model.compile(...)`, and return that model"
-        )
-    if not getattr(model, "_is_compiled", False) or getattr(model, "optimizer", None) is None:
-        raise errors.InvalidTrialError(
-            f"{trial_name}.build_model() returned a model that is not compiled: call "
-            "model.compile(optimizer=..., loss=..., metrics=[...]) on the wrapped model before returning it"
-        )
-    return model
 
 
 def _number(name: str, value: Any) -> float:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from determined import errors
+from determined.pytorch._build_trial import instantiate_trial
 from determined.pytorch._context import PyTorchTrialContext
 
 logger = logging.getLogger("determined.pytorch")
@@ -153,8 +154,6 @@ def load_trial_from_checkpoint_path(
     (e.g. ``{"map_location": "cpu"}``); keyword arguments given directly (the older form) go there too, with a
     FutureWarning.
     """
-    from determined.pytorch._controller import instantiate_trial
-
     if kwargs:
         if torch_load_kwargs:
             raise errors.DeterminedError(

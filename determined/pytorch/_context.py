@@ -441,9 +441,9 @@ class PyTorchTrialContext(TrialContext):
         metrics in `det tensorboard start`. Needs the tensorboard package.
         """
         if self._tensorboard_writer is None:
-            from determined.pytorch import _tensorboard
+            from determined.tensorboard.metric_writers.pytorch import trial_summary_writer
 
-            self._tensorboard_writer = _tensorboard.trial_summary_writer(self._core.train._tensorboard)
+            self._tensorboard_writer = trial_summary_writer(self._core.train._tensorboard)
         return self._tensorboard_writer
 
     def set_enable_tensorboard_logging(self, enable_tensorboard_logging: bool) -> None:

@@ -9,13 +9,13 @@ import numpy as np
 import torch
 
 from determined import errors
-from determined._trial import construct_trial
 from determined._trial_loop import BatchLoop
 from determined.pytorch import _amp, _checkpoint, _distributed, _trial
+from determined.pytorch._build_trial import check_registered, instantiate_trial
 from determined.pytorch._callback import Callbacks
 from determined.pytorch._context import PyTorchTrialContext, _pick_device
 from determined.pytorch._data import DataLoader
-from determined.pytorch._lr_scheduler import LRScheduler, LRSchedulerStepMode
+from determined.pytorch._lr_scheduler import LRSchedulerStepMode
 from determined.pytorch._reducer import MetricAccumulator, combine_partials, reducer_for, to_python
 from determined.pytorch._to_device import to_device
 from determined.pytorch._training_metrics import TrainingMetrics, metrics_of_train_batch
@@ -24,41 +24,6 @@ logger = logging.getLogger("determined.pytorch")
 
 # Seconds of training between two checks, by the ranks of a multi-slot trial, of whether to stop.
 STOP_CHECK_S = 0.5
-
-
-def instantiate_trial(
-    trial_class: Type[Any], context: PyTorchTrialContext, trial_kwargs: Optional[Dict[str, Any]] = None
-) -> Any:
-    """Build the user's trial; for the 0.12 API also its model, optimizer and LR scheduler (wrapped)."""
-    if not isinstance(context, PyTorchTrialContext):
-        raise errors.InvalidTrialError(
-            f"{trial_class.__name__} got a {type(context).__name__}; a PyTorchTrial needs a PyTorchTrialContext "
-            "(leave trial_context_class as it is, or subclass PyTorchTrialContext)"
-        )
-    trial = construct_trial(trial_class, context, **(trial_kwargs or {}))
-    if _trial.uses_old_api(trial_class) and (_trial.builds_its_model(trial_class) or not context.models):
-        model = context.wrap_model(trial.build_model())
-        optimizer = context.wrap_optimizer(trial.optimizer(model))
-        scheduler = trial.create_lr_scheduler(optimizer)
-        if scheduler is not None:
-            if not isinstance(scheduler, LRScheduler):
-                raise errors.InvalidTrialError(
-                    f"{trial_class.__name__}.create_lr_scheduler() must return a det.pytorch.LRScheduler "
-                    f"(or None), got {type(scheduler).__name__}: wrap it, LRScheduler(scheduler, step_mode)"
-                )
-            context.lr_schedulers.append(scheduler)
-    check_registered(trial_class, context)
-    return trial
-
-
-def check_registered(trial_class: Type[Any], context: PyTorchTrialContext) -> None:
-    """The trial must have wrapped at least one model and one optimizer."""
-    if not context.models or not context.optimizers:
-        raise errors.InvalidTrialError(
-            f"{trial_class.__name__} registered {len(context.models)} model(s) and {len(context.optimizers)} "
-            "optimizer(s): create them in __init__ with self.model = context.wrap_model(...) and "
-            "self.opt = context.wrap_optimizer(...)"
-        )
 
 
 def _check_loader(loader: Any, trial_name: str, method: str, any_torch_loader: bool) -> Any:

@@ -1,8 +1,8 @@
 """Search methods: pure, seeded, snapshot-able state machines that turn trial events into operations (no I/O).
 
 `SearchMethod`, `SearcherState`, `SearchRunner`, `LocalSearchRunner` and `RemoteSearchRunner` are the custom search
-API of Determined 0.19.6 to 0.37 (a search method that runs in the user's process; the runners talk to the master),
-imported on first use from determined.experimental; the platform's own methods implement `EngineSearchMethod`.
+API of Determined 0.19.6 to 0.37 (a search method that runs in the user's process; the runners talk to the master,
+and are imported on first use from determined.experimental); the platform's own methods implement `EngineSearchMethod`.
 Both return the operations defined here.
 """
 from determined.common.lazy import lazy_attributes
@@ -11,6 +11,7 @@ from determined.searcher._asha import ASHASearch, AsyncHalvingSearch
 from determined.searcher._asha_stopping import ASHAStoppingSearch, StoppingBracket
 from determined.searcher._context import SearchContext
 from determined.searcher._custom import CustomSearch
+from determined.searcher._custom_search_method import SearcherState, SearchMethod
 from determined.searcher._grid import GridSearch
 from determined.searcher._method import ExitedReason
 from determined.searcher._method import SearchMethod as EngineSearchMethod
@@ -31,8 +32,6 @@ from determined.searcher._searcher import AVAILABLE_METHODS, Searcher, make_sear
 from determined.searcher._simulate import SimTrial, SimulationError, SimulationResult, simulate
 
 _LAZY = {
-    "SearchMethod": "determined.experimental._search_method",
-    "SearcherState": "determined.experimental._search_method",
     "SearchRunner": "determined.experimental._search_runner",
     "LocalSearchRunner": "determined.experimental._search_runner",
     "RemoteSearchRunner": "determined.experimental._search_runner",

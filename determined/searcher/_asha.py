@@ -9,6 +9,7 @@ import sys
 from fractions import Fraction
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
+from determined.searcher._config_fields import config_int, config_length
 from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
 from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
@@ -141,8 +142,6 @@ class AsyncHalvingSearch(SearchMethod):
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "AsyncHalvingSearch":
         """The bracket a canonical `async_halving` searcher section describes."""
-        from determined.searcher._searcher import config_int, config_length
-
         unit, max_length = config_length(searcher_config, "max_length")
         return cls(
             num_rungs=config_int(searcher_config, "num_rungs"),
@@ -424,8 +423,6 @@ class ASHASearch(SideBySideBrackets, SearchMethod):
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "ASHASearch":
         """The search a canonical `adaptive_asha` searcher section describes."""
-        from determined.searcher._searcher import config_int, config_length
-
         unit, max_length = config_length(searcher_config, "max_length")
         return cls(
             max_length=max_length,

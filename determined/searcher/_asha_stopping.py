@@ -18,6 +18,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from determined.searcher._asha import WORST_METRIC, split_into_brackets
+from determined.searcher._config_fields import config_int
 from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._halving import SideBySideBrackets, brackets_for_mode, effective_max_rungs, rung_lengths
 from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, SearchMethod, Trained
@@ -265,8 +266,6 @@ class ASHAStoppingSearch(SideBySideBrackets, SearchMethod):
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "ASHAStoppingSearch":
         """The search a canonical `adaptive_asha` or `async_halving` section with time_metric and max_time describes."""
-        from determined.searcher._searcher import config_int
-
         max_time = config_int(searcher_config, "max_time")
         max_trials = config_int(searcher_config, "max_trials")
         divisor = float(searcher_config.get("divisor", 4))

@@ -4,6 +4,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from determined.config import MAX_ALLOWED_TRIALS, canonical_hparams, dotted, grid_values, hparam_leaves, nest_values
+from determined.searcher._config_fields import config_int, optional_config_length
 from determined.searcher._context import SearchContext
 from determined.searcher._random import FixedTrialsSearch
 
@@ -54,8 +55,6 @@ class GridSearch(FixedTrialsSearch):
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "GridSearch":
         """The grid search a canonical `searcher` section describes."""
-        from determined.searcher._searcher import config_int, optional_config_length
-
         unit, max_length = optional_config_length(searcher_config, "max_length")
         return cls(max_length=max_length, unit=unit,
                    max_concurrent_trials=config_int(searcher_config, "max_concurrent_trials", 0))

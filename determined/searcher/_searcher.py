@@ -1,10 +1,11 @@
 """Building a search method from a canonical searcher config, and the method + context pair the master drives."""
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from determined.config.searchers import SEARCHER_NAMES, searcher_drives_trials
 from determined.searcher._adaptive import AdaptiveSearch, AdaptiveSimpleSearch, SyncHalvingSearch
 from determined.searcher._asha import ASHASearch, AsyncHalvingSearch
 from determined.searcher._asha_stopping import ASHAStoppingSearch
+from determined.searcher._config_fields import config_int, optional_config_length
 from determined.searcher._context import SearchContext
 from determined.searcher._custom import CustomSearch
 from determined.searcher._grid import GridSearch
@@ -14,33 +15,6 @@ from determined.searcher._pbt import PBTSearch
 from determined.searcher._random import RandomSearch, SingleSearch
 
 AVAILABLE_METHODS = SEARCHER_NAMES
-
-
-def config_length(searcher_config: Mapping[str, Any], field: str) -> Tuple[str, int]:
-    """The (unit, value) of a canonical length field of the searcher config, checked."""
-    length = searcher_config.get(field)
-    if not isinstance(length, Mapping) or len(length) != 1:
-        raise ValueError(
-            f"searcher.{field}: expected a length with exactly one of records, batches or epochs "
-            f"(e.g. {{batches: 1000}}), got {length!r}"
-        )
-    ((unit, value),) = length.items()
-    if unit not in ("records", "batches", "epochs") or not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"searcher.{field}: expected {{records|batches|epochs: <int>}}, got {dict(length)!r}")
-    return unit, value
-
-
-_REQUIRED = object()
-
-
-def config_int(searcher_config: Mapping[str, Any], field: str, default: Any = _REQUIRED) -> int:
-    """An integer field of the searcher config, checked (None or absent gives `default` when one is given)."""
-    value = searcher_config.get(field)
-    if value is None and default is not _REQUIRED:
-        return int(default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"searcher.{field}: the {searcher_config.get('name')} searcher needs an integer {field}, got {value!r}")
-    return value
 
 
 _FACTORIES: Dict[str, Callable[[Mapping[str, Any]], SearchMethod]] = {
@@ -53,13 +27,6 @@ _FACTORIES: Dict[str, Callable[[Mapping[str, Any]], SearchMethod]] = {
     "pbt": PBTSearch.from_config,
     "custom": CustomSearch.from_config,
 }
-
-
-def optional_config_length(searcher_config: Mapping[str, Any], field: str) -> Tuple[str, Optional[int]]:
-    """`config_length`, or ("batches", None) when the field is absent (Determined 0.38: the trial's code decides)."""
-    if searcher_config.get(field) is None:
-        return "batches", None
-    return config_length(searcher_config, field)
 
 
 def make_search_method(searcher_config: Mapping[str, Any]) -> SearchMethod:

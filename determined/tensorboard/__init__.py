@@ -5,7 +5,6 @@ A trial's TensorBoard files live where `det tensorboard start` serves them (see 
 writer, `BatchMetricWriter` writes a trial's reported metrics through one, and
 `metric_writers.pytorch.TorchWriter` is the torch SummaryWriter of 0.12/0.13 code.
 """
-import importlib
 import os
 import pathlib
 import tempfile
@@ -36,8 +35,9 @@ def get_base_path(checkpoint_config: Optional[Dict[str, Any]] = None, manager: b
 
 def get_metric_writer() -> BatchMetricWriter:
     """A BatchMetricWriter over the TensorBoard writer of the installed framework (PyTorch's TorchWriter)."""
-    module = importlib.import_module("determined.tensorboard.metric_writers.pytorch")
-    return BatchMetricWriter(module.TorchWriter())
+    from determined.tensorboard.metric_writers.pytorch import TorchWriter
+
+    return BatchMetricWriter(TorchWriter())
 
 
 __all__ = ["BatchMetricWriter", "MetricWriter", "get_base_path", "get_metric_writer"]

@@ -23,6 +23,7 @@ from determined._trial import construct_trial
 from determined._trial_context import TrialContext
 from determined._trial_loop import HookLoop
 from determined.tensorflow._tf1_compat import v1_behavior
+from determined.tensorpack._find_tensor import find_tensor
 from determined.tensorpack._trial import Evaluator, TensorpackTrial, TFEventWriter
 
 logger = logging.getLogger("determined.tensorpack")
@@ -35,30 +36,6 @@ _MANY_EPOCHS = 2**40
 
 def framework() -> str:
     return f"tensorflow-{tf.__version__}"
-
-
-def find_tensor(trainer: Any, name: str, what: str) -> tf.Tensor:
-    """The tensor a name means: the output of an operation of that name, a tensor of that name, or that name in
-    the training tower."""
-    graph = tf.compat.v1.get_default_graph()
-    try:
-        outputs = graph.get_operation_by_name(name).outputs
-        if len(outputs) == 1:
-            return outputs[0]
-    except (KeyError, ValueError):
-        pass
-    try:
-        return graph.get_tensor_by_name(name)
-    except (KeyError, ValueError):
-        pass
-    try:
-        return trainer.towers.training()[0].get_tensor(name)
-    except (KeyError, ValueError, AttributeError, IndexError):
-        pass
-    raise errors.InvalidTrialError(
-        f"{what}: the training graph has no tensor {name!r}; name a scalar tensor the model builds "
-        f"(e.g. tf.identity(x, name={name!r}))"
-    )
 
 
 def _plain(value: Any) -> Any:

@@ -10,6 +10,7 @@ import tensorpack as tp
 from determined import errors
 from determined._trial import Trial
 from determined._trial_context import TrialContext
+from determined.tensorpack._find_tensor import find_tensor
 
 logger = logging.getLogger("determined.tensorpack")
 
@@ -43,8 +44,6 @@ class NamedTensorsEvaluator(Evaluator):
         self._trainer: Any = None
 
     def set_up_graph(self, trainer: tp.Trainer) -> None:
-        from determined.tensorpack._controller import find_tensor
-
         self._trainer = trainer
         self._tensors = {name: find_tensor(trainer, name, "NamedTensorsEvaluator") for name in self.names}
 

@@ -342,11 +342,11 @@ def test_from_tf_config(monkeypatch: pytest.MonkeyPatch) -> None:
     """TF_CONFIG as determined.launch.tensorflow writes it: this worker's index and the workers; other task types and
     indexes outside the cluster are refused; without TF_CONFIG the context has size 1 with TensorFlow's default
     strategy (no GPU here)."""
-    from determined.tensorflow import _tf_config
+    from determined.core import _tf_config
 
     cluster = {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}}))
-    assert _tf_config._parse_tf_config() == (1, cluster["worker"])
+    assert _tf_config.parse_tf_config() == (1, cluster["worker"])
     for task, problem in (({"type": "ps", "index": 0}, "only 'worker'"), ({"type": "worker", "index": 2}, "index 2")):
         monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": task}))
         with pytest.raises(errors.DeterminedError, match=problem):

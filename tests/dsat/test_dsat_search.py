@@ -14,11 +14,11 @@ import yaml
 
 pytest.importorskip("deepspeed")
 
-from determined.experimental._search_method import SearcherState  # noqa: E402
 from determined.pytorch import dsat  # noqa: E402
 from determined.pytorch.dsat import _defaults, _run_dsat, _utils  # noqa: E402
 from determined.pytorch.dsat._cli import get_full_parser  # noqa: E402
 from determined.searcher import Close, Create, ExitedReason, Shutdown, ValidateAfter  # noqa: E402
+from determined.searcher._custom_search_method import SearcherState  # noqa: E402
 
 MODEL = pathlib.Path(__file__).resolve().parent / "_dsat_model"
 GIB = 2**30

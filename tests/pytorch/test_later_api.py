@@ -255,7 +255,7 @@ def _scalars(directory: pathlib.Path) -> Dict[str, List[Any]]:
 
 def test_the_trials_writers_share_its_one_event_file(tmp_path: pathlib.Path) -> None:
     from determined.core import _tensorboard
-    from determined.pytorch._tensorboard import trial_summary_writer
+    from determined.tensorboard.metric_writers.pytorch import trial_summary_writer
 
     files = _tensorboard.TrialMetricsWriter(_MasterInfo(tmp_path), trial_id=3, experiment_id=2)
     directory = tmp_path / "tensorboard" / "experiment_2" / "trial_3"

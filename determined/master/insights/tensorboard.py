@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import httpx
 
 from determined import errors
-from determined.core import _tensorboard as events
+from determined.common import tfevents as events
 
 STATE_DIR = "tensorboards"
 INSTALL_HINT = "pip install determined-revived[tensorboard]"

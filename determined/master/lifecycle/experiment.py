@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, object_session
 
 from determined import searcher
 from determined.config import searcher_drives_trials
-from determined.core._profiler import SYSTEM_GROUPS
+from determined.common.metric_groups import SYSTEM_GROUPS
 from determined.master.lifecycle import states, trial_notes, unmanaged
 from determined.master.db import (
     Checkpoint,

@@ -23,8 +23,8 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Set, Tu
 
 import numpy as np
 
-from determined.experimental._search_method import SearcherState, SearchMethod
 from determined.pytorch.dsat import _defaults, _utils
+from determined.searcher._custom_search_method import SearcherState, SearchMethod
 from determined.searcher._method import ExitedReason
 from determined.searcher._ops import Close, Create, Operation, Shutdown, ValidateAfter
 from determined.util import merge_dicts

@@ -1,14 +1,18 @@
-"""`DistributedContext.from_tf_config()` (Determined 0.38): the ranks and the tf.distribute strategy of a script
-started by `determined.launch.tensorflow`, read from TF_CONFIG. Kept here because only the framework packages
-import TensorFlow."""
+"""The ranks and the tf.distribute strategy of `DistributedContext.from_tf_config()`, read from TF_CONFIG.
+
+TF_CONFIG is what `determined.launch.tensorflow` writes; it is read and checked without TensorFlow, which is
+imported only to build the strategy.
+"""
 import json
 import os
-from typing import Any, Tuple, Type
+from typing import Any, Tuple, Type, TypeVar
 
-from determined import core, errors
+from determined import errors
+
+Context = TypeVar("Context")
 
 
-def _parse_tf_config() -> Tuple[int, list]:
+def parse_tf_config() -> Tuple[int, list]:
     """(this task's index, the worker addresses) of TF_CONFIG; (0, []) when TF_CONFIG is unset."""
     raw = os.environ.get("TF_CONFIG")
     if not raw:
@@ -34,8 +38,9 @@ def _parse_tf_config() -> Tuple[int, list]:
     return index, workers
 
 
-def context_and_strategy(cls: Type[core.DistributedContext]) -> Tuple[core.DistributedContext, Any]:
-    index, workers = _parse_tf_config()  # a bad TF_CONFIG is refused before TensorFlow loads
+def context_and_strategy(cls: Type[Context]) -> Tuple[Context, Any]:
+    """`(cls(...), strategy)` for TF_CONFIG: see `DistributedContext.from_tf_config()`."""
+    index, workers = parse_tf_config()  # a bad TF_CONFIG is refused before TensorFlow loads
     import tensorflow as tf
 
     if len(workers) > 1:
