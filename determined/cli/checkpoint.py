@@ -1,9 +1,10 @@
 """`det checkpoint ...`"""
 import argparse
 import json
-from typing import Any, Dict
+from typing import Any, Dict, List
 
-from determined.cli import _render
+from determined import errors
+from determined.cli import _args, _lookup, _render
 
 
 def json_text(value: Any) -> str:
@@ -14,10 +15,21 @@ def versions_text(c: Dict[str, Any]) -> str:
     return ", ".join(f"{v['model_name']} v{v['version']}" for v in c.get("model_versions") or [])
 
 
-def describe(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect
+def checkpoint_columns(metric: str) -> List[_render.Column]:
+    return [_render.Column("Trial", _render.NUMBER), _render.Column("Batch", _render.NUMBER),
+            _render.Column("State", _render.TEXT), _render.Column(f"Validation {metric}", _render.NUMBER),
+            _render.Column("UUID", _render.KEY), _render.Column("Size", _render.NUMBER, drop=2),
+            _render.Column("Model versions", _render.TEXT, drop=1)]
 
-    c = _connect.read_session(args.master).get(f"/checkpoints/{args.uuid}")["checkpoint"]
+
+def checkpoint_rows(checkpoints: List[Dict[str, Any]], metric: str) -> List[List[Any]]:
+    return [[c["trial_id"], c["steps_completed"], c["state"], (c.get("validation_metrics") or {}).get(metric),
+             c["uuid"], _render.fmt_bytes(sum((c.get("resources") or {}).values())), versions_text(c)]
+            for c in checkpoints]
+
+
+def describe(args: argparse.Namespace) -> int:
+    c = _lookup.client(args).get_checkpoint(args.uuid).to_json()
     if args.json:
         _render.print_json(c)
         return 0
@@ -48,50 +60,62 @@ def print_downloaded(checkpoint: Any, path: str, quiet: bool) -> None:
 
 
 def download(args: argparse.Namespace) -> int:
-    from determined.experimental.client import Determined
-
-    checkpoint = Determined(args.master).get_checkpoint(args.uuid)
+    checkpoint = _lookup.client(args).get_checkpoint(args.uuid)
     print_downloaded(checkpoint, checkpoint.download(args.output_dir, mode=args.mode), args.quiet)
     return 0
 
 
 def list_checkpoints(args: argparse.Namespace) -> int:
-    from determined.cli.experiment import list_checkpoints as list_experiment_checkpoints
+    """`det checkpoint list ID` and `det experiment list-checkpoints ID`."""
+    from determined.experimental.client import _ranking
 
-    return list_experiment_checkpoints(args)
+    if args.best is not None and args.best < 1:
+        raise errors.DeterminedError(f"--best must be a positive number of checkpoints, not {args.best}")
+    exp = _lookup.experiment(args)
+    record = exp.to_json()
+    checkpoints = exp.checkpoints_json()
+    metric, smaller_is_better = record["searcher_metric"], record["smaller_is_better"]
+    if args.best is not None:
+        checkpoints = _ranking.ranked(checkpoints, metric, smaller_is_better)[: args.best]
+    if args.json:
+        _render.print_json(checkpoints)
+        return 0
+    if getattr(args, "csv", False):
+        _render.csv_rows([c.header for c in checkpoint_columns(metric)], checkpoint_rows(checkpoints, metric))
+        return 0
+    empty = (f"No validated checkpoints with {metric} yet." if args.best is not None else
+             "No checkpoints yet: trials checkpoint at validations (checkpoint_policy) and every min_checkpoint_period.")
+    _render.print_table(checkpoint_columns(metric), checkpoint_rows(checkpoints, metric), empty=empty)
+    return 0
 
 
 def _confirm_uuids(args: argparse.Namespace, what: str) -> bool:
-    from determined.cli.experiment import _confirm
-
-    return bool(args.yes) or _confirm(f"{what} of checkpoint(s) {', '.join(args.uuids)}? This cannot be undone.")
+    return bool(args.yes) or _args.confirm(f"{what} of checkpoint(s) {', '.join(args.uuids)}? This cannot be undone.")
 
 
 def delete(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect
-
     if not _confirm_uuids(args, "Delete the files"):
         print("Aborted: nothing was changed.")
         return 1
-    session = _connect.read_session(args.master)
+    d = _lookup.client(args)
     for uuid in args.uuids:
-        c = session.delete(f"/checkpoints/{uuid}")["checkpoint"]
+        checkpoint = d.get_checkpoint(uuid)
+        checkpoint.delete()
+        c = checkpoint.to_json()
         print(f"Checkpoint {c['uuid']} is {c['state']}")
     return 0
 
 
 def remove_files(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect
-
     if not _confirm_uuids(args, f"Delete the files matching {', '.join(args.globs)}"):
         print("Aborted: nothing was changed.")
         return 1
-    session = _connect.read_session(args.master)
+    d = _lookup.client(args)
     for uuid in args.uuids:
-        answer = session.post(f"/checkpoints/{uuid}/remove_files", {"globs": args.globs})
-        removed = answer["removed"]
+        checkpoint = d.get_checkpoint(uuid)
+        removed = checkpoint.remove_files(args.globs)
         print(f"Checkpoint {uuid}: removed {len(removed)} file(s)" + (f" ({', '.join(removed)})" if removed else "")
-              + f"; it is {answer['state']}")
+              + f"; it is {checkpoint.to_json()['state']}")
     return 0
 
 

@@ -9,8 +9,6 @@ import argparse
 import json
 import os
 import pathlib
-import signal
-import subprocess
 import sys
 import time
 from typing import Any, Dict, Optional
@@ -46,6 +44,8 @@ def _answers(url: str) -> bool:
 
 
 def cluster_up(args: argparse.Namespace) -> int:
+    import subprocess  # here, not at the top: every `det` command imports this module to build its parser
+
     data_dir = _data_dir(args)
     data_dir.mkdir(parents=True, exist_ok=True)
     pid_path = data_dir / PID_FILE
@@ -94,6 +94,8 @@ def cluster_up(args: argparse.Namespace) -> int:
 
 
 def _stop(pid: int, timeout: float) -> bool:
+    import signal
+
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:

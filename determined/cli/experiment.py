@@ -3,13 +3,12 @@ import argparse
 import json
 import os
 import pathlib
-import shutil
 import sys
 import time
 from typing import Any, Dict, List, Optional
 
 from determined import errors
-from determined.cli import _render
+from determined.cli import _args, _lookup, _render
 from determined.common.formats import duration_between, fmt_duration
 
 def _load_raw(path: str) -> Dict[str, Any]:
@@ -80,22 +79,23 @@ def create(args: argparse.Namespace) -> int:
     if args.test_mode:
         _run.validate_config(raw)
         raw = _native.test_config(raw)
+    from determined.experimental.client._common import UsageError
+    from determined.experimental.client._submit import submit_experiment
+
     template_name = args.template if template is not None else None
-    model_dir = _context_dir(args.model_def, getattr(args, "include", None))
-    try:
+    includes = getattr(args, "include", None)
+    try:  # the model dir (MODEL_DEF, or none: a command entrypoint may need no code) is staged with each --include
         if args.paused:
-            body = _run.prepare_submission(raw, model_dir, template_name, template)
-            body["activate"] = False
-            session = _connect.read_session(args.master)
-            exp = session.post("/experiments", body)["experiment"]
+            exp = submit_experiment(_connect.Connection(args.master), raw, args.model_def, includes=includes,
+                                    template=template_name, template_config=template, activate=False)
             print(f"Created experiment {exp['id']}")
             return 0
-        desc = _run.run_experiment(raw, model_dir, master=args.master, local=args.local, follow=not args.detach,
-                                   follow_first_trial=args.follow_first_trial, template=template_name,
-                                   template_config=template)
-    finally:
-        if model_dir != args.model_def:
-            shutil.rmtree(model_dir, ignore_errors=True)
+        desc = _run.run_experiment(raw, args.model_def, includes=includes, master=args.master, local=args.local,
+                                   follow=not args.detach, follow_first_trial=args.follow_first_trial,
+                                   template=template_name, template_config=template)
+    except UsageError as e:  # a missing directory or include, in the CLI's words
+        raise errors.DeterminedError(str(e).replace("model_dir", "MODEL_DEF").replace("includes:", "--include")) \
+            from None
     return _run.exit_code_for(desc) if not args.detach else 0
 
 
@@ -109,18 +109,6 @@ def _prewarm_early(args: argparse.Namespace, raw: Dict[str, Any]) -> None:
         return
     if args.model_def and os.path.isdir(args.model_def) and isinstance(raw, dict):
         _prewarm.prewarm(raw, args.model_def)
-
-
-def _context_dir(model_def: Optional[str], includes: Optional[List[str]]) -> str:
-    """The model definition directory, or a temporary copy of it with each `--include` at its top (also the
-    directory of a config whose entrypoint is a command that needs no code, when MODEL_DEF is left out)."""
-    from determined.experimental.client._determined import _context_dir as sdk_context_dir
-
-    try:
-        return sdk_context_dir(model_def, includes)
-    except ValueError as e:  # UsageError: a missing directory or include
-        raise errors.DeterminedError(str(e).replace("model_dir", "MODEL_DEF").replace("includes:", "--include")) \
-            from None
 
 
 def _local_test(raw: Dict[str, Any], model_dir: str) -> int:
@@ -206,10 +194,8 @@ def _unrun_note(ids: List[int]) -> List[str]:
 
 
 def list_experiments(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect
-
-    session = _connect.read_session(args.master)
-    exps = session.get("/experiments")["experiments"]
+    d = _lookup.client(args)
+    exps = [e.to_json() for e in d.list_experiments()]
     archived = sum(1 for e in exps if e.get("archived"))
     if not args.all:
         exps = [e for e in exps if not e.get("archived")]
@@ -227,7 +213,7 @@ def list_experiments(args: argparse.Namespace) -> int:
     if args.csv:  # for programs: the states as stored
         _render.csv_rows([c.header for c in columns], [row(e) for e in exps])
         return 0
-    info = session.get("/master/info")
+    info = _lookup.master_info(d)
     rows = [row(e, _unrun(e, info)) for e in exps]
     if not exps:
         print("No experiments" + (f" (and {archived} archived: det experiment list --all)." if archived else
@@ -243,51 +229,33 @@ def show_config(args: argparse.Namespace) -> int:
     """`det experiment config ID`: the experiment's config as stored (with the defaults filled in), as YAML."""
     import yaml
 
-    from determined.experimental import _connect
-
-    config = _connect.read_session(args.master).get(f"/experiments/{args.experiment_id}")["experiment"]["config"]
+    config = _lookup.experiment(args).get_config()
     sys.stdout.write(yaml.safe_dump(config, default_flow_style=False))
     return 0
 
 
 def download_model_def(args: argparse.Namespace) -> int:
     """`det experiment download-model-def ID`: the model definition as OUTPUT_DIR/experiment_ID_model_def.tgz."""
-    import base64
-    import pathlib
-
-    from determined.experimental import _connect
-
-    b64 = _connect.read_session(args.master).get(f"/experiments/{args.experiment_id}/model_def")["b64_tgz"]
+    tgz = _lookup.experiment(args).get_model_definition()
     folder = pathlib.Path(args.output_dir).expanduser()
     if not folder.is_dir():
         raise errors.DeterminedError(f"--output-dir {args.output_dir!r} is not a directory")
     path = folder / f"experiment_{args.experiment_id}_model_def.tgz"
-    path.write_bytes(base64.b64decode(b64))
+    path.write_bytes(tgz)
     _render.say(f"Saved the model definition of experiment {args.experiment_id} to {path}")
     return 0
 
 
-def _experiment_ids(values: List[str]) -> List[int]:
-    """`det experiment describe 1 2` or, as Determined 0.38 takes them, `1,2`."""
-    ids = []
-    for value in values:
-        for part in str(value).split(","):
-            if not part.strip().isdigit():
-                raise errors.DeterminedError(f"experiment ids are numbers (`1 2` or `1,2`), not {part.strip()!r}")
-            ids.append(int(part))
-    return ids
-
-
-def _describe_tables(session: Any, descs: List[Dict[str, Any]], args: argparse.Namespace) -> int:
+def _describe_tables(args: argparse.Namespace, shared: Any, descs: List[Dict[str, Any]]) -> int:
     """The three tables of Determined 0.38's `describe --csv`/`--outdir`: experiments, trials and workloads (one row
     per trial and batch count with its checkpoint and validation), as CSV on stdout or as DIR/<table>.csv."""
     experiments = [[e["id"], e["state"], f"{(e.get('progress') or 0) * 100:.0f}%", e.get("start_time"),
                     e.get("end_time"), _title(e), e.get("description") or "", e.get("archived"),
                     e["config"].get("resources", {}).get("resource_pool", ""), ", ".join(sorted(e.get("labels") or []))]
-                   for e in (d["experiment"] for d in descs)]
-    trials = [[t["id"], d["experiment"]["id"], t["state"], t.get("start_time"), t.get("end_time"),
-               json.dumps(t.get("hparams") or {}, sort_keys=True)] for d in descs for t in d["trials"]]
-    details = [session.get(f"/trials/{t['id']}") for d in descs for t in d["trials"]]
+                   for e in descs]
+    trials = [[t["id"], e["id"], t["state"], t.get("start_time"), t.get("end_time"),
+               json.dumps(t.get("hparams") or {}, sort_keys=True)] for e in descs for t in e["trials"]]
+    details = [_lookup.trial(args, t["id"], shared).describe() for e in descs for t in e["trials"]]
     training_names = sorted({k for td in details for m in td["training_metrics"] for k in m["metrics"]}) \
         if args.metrics else []
     validation_names = sorted({k for td in details for m in td["validation_metrics"] for k in m["metrics"]})
@@ -303,7 +271,7 @@ def _describe_tables(session: Any, descs: List[Dict[str, Any]], args: argparse.N
             validation = entry.get("validation_metrics") or {}
             ckpt = entry.get("checkpoints") or {}
             times = [r.get("end_time") for r in entry.values() if r.get("end_time")]
-            workloads.append([td["trial"]["id"], batches, ckpt.get("state") or ("COMPLETED" if validation else ""),
+            workloads.append([td["id"], batches, ckpt.get("state") or ("COMPLETED" if validation else ""),
                               max(times) if times else None]
                              + [training.get(n) for n in training_names]
                              + [ckpt.get("state", ""), ckpt.get("uuid", ""), "COMPLETED" if validation else "",
@@ -338,32 +306,27 @@ def _describe_tables(session: Any, descs: List[Dict[str, Any]], args: argparse.N
 
 
 def describe(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect, _follow
+    from determined.experimental import _follow
 
-    session = _connect.read_session(args.master)
-    descs = [session.get(f"/experiments/{i}") for i in _experiment_ids(args.experiment_ids)]
-    if getattr(args, "csv", False) or getattr(args, "outdir", None):
-        return _describe_tables(session, descs, args)
-    if args.json:
-        out = []
-        for d in descs:
-            item = dict(d["experiment"])
-            item["trials"] = d["trials"]
-            item["checkpoints"] = session.get(f"/experiments/{item['id']}/checkpoints")["checkpoints"]
-            out.append(item)
+    shared = _lookup.connection(args)
+    exps = [_lookup.experiment(args, i, shared) for i in _args.experiment_ids(args.experiment_ids)]
+    if args.json and not (getattr(args, "csv", False) or getattr(args, "outdir", None)):
+        out = [e.describe(checkpoints=True) for e in exps]
         _render.print_json(out[0] if len(out) == 1 else out)
         return 0
-    info = session.get("/master/info")
-    for d in descs:
-        e = d["experiment"]
+    descs = [e.describe() for e in exps]
+    if getattr(args, "csv", False) or getattr(args, "outdir", None):
+        return _describe_tables(args, shared, descs)
+    info = _lookup.master_info(exps[0])
+    for e in descs:
         _render.print_table(_SUMMARY, [_summary_row(e, _unrun(e, info))])
         for line in _unrun_note([e["id"]] if _unrun(e, info) else []):
             print(line)
         print()
-        _follow.print_trials(e, d["trials"], title="Trials")
+        _follow.print_trials(e, e["trials"], title="Trials")
         if args.metrics:
-            for t in d["trials"]:
-                td = session.get(f"/trials/{t['id']}")
+            for t in e["trials"]:
+                td = _lookup.trial(args, t["id"], shared).describe()
                 rows = [[v["steps_completed"], _render.metrics_text(v["metrics"])] for v in td["validation_metrics"]]
                 print()
                 _render.table(["Batches", "Validation metrics"], rows, title=f"Trial {t['id']}",
@@ -372,9 +335,9 @@ def describe(args: argparse.Namespace) -> int:
 
 
 def list_trials(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect, _follow
+    from determined.experimental import _follow
 
-    d = _connect.read_session(args.master).get(f"/experiments/{args.experiment_id}")
+    d = _lookup.experiment(args).describe()
     if args.json:
         _render.print_json(d["trials"])
         return 0
@@ -384,88 +347,26 @@ def list_trials(args: argparse.Namespace) -> int:
                            t.get("start_time"), t.get("end_time"), t.get("total_batches"),
                            t.get("best_validation")] for t in d["trials"]])
         return 0
-    _follow.print_trials(d["experiment"], d["trials"])
+    _follow.print_trials(d, d["trials"])
     return 0
-
-
-def _checkpoint_columns(metric: str) -> List[_render.Column]:
-    return [_render.Column("Trial", _render.NUMBER), _render.Column("Batch", _render.NUMBER),
-            _render.Column("State", _render.TEXT), _render.Column(f"Validation {metric}", _render.NUMBER),
-            _render.Column("UUID", _render.KEY), _render.Column("Size", _render.NUMBER, drop=2),
-            _render.Column("Model versions", _render.TEXT, drop=1)]
-
-
-def _checkpoint_rows(checkpoints: List[Dict[str, Any]], metric: str) -> List[List[Any]]:
-    from determined.cli.checkpoint import versions_text
-
-    return [[c["trial_id"], c["steps_completed"], c["state"], (c.get("validation_metrics") or {}).get(metric),
-             c["uuid"], _render.fmt_bytes(sum((c.get("resources") or {}).values())), versions_text(c)]
-            for c in checkpoints]
-
-
-def list_checkpoints(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect
-    from determined.experimental.client import _ranking
-
-    if args.best is not None and args.best < 1:
-        raise errors.DeterminedError(f"--best must be a positive number of checkpoints, not {args.best}")
-    session = _connect.read_session(args.master)
-    exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
-    checkpoints = session.get(f"/experiments/{args.experiment_id}/checkpoints")["checkpoints"]
-    metric, smaller_is_better = exp["searcher_metric"], exp["smaller_is_better"]
-    if args.best is not None:
-        checkpoints = _ranking.ranked(checkpoints, metric, smaller_is_better)[: args.best]
-    if args.json:
-        _render.print_json(checkpoints)
-        return 0
-    if getattr(args, "csv", False):
-        _render.csv_rows([c.header for c in _checkpoint_columns(metric)], _checkpoint_rows(checkpoints, metric))
-        return 0
-    empty = (f"No validated checkpoints with {metric} yet." if args.best is not None else
-             "No checkpoints yet: trials checkpoint at validations (checkpoint_policy) and every min_checkpoint_period.")
-    _render.print_table(_checkpoint_columns(metric), _checkpoint_rows(checkpoints, metric), empty=empty)
-    return 0
-
-
-def _smaller_is_better(text: Optional[str]) -> Optional[bool]:
-    if text is None:
-        return None
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise errors.DeterminedError(f"--smaller-is-better takes true or false, not {text!r}")
 
 
 def download(args: argparse.Namespace) -> int:
     from determined.cli.checkpoint import print_downloaded
-    from determined.experimental.client import Determined
 
     if args.top_n < 1:
         raise errors.DeterminedError(f"--top-n must be a positive number of checkpoints, not {args.top_n}")
     if args.smaller_is_better is not None and args.sort_by is None:
         raise errors.DeterminedError("--smaller-is-better only goes with --sort-by METRIC")
-    exp = Determined(args.master).get_experiment(args.experiment_id)
+    exp = _lookup.client(args).get_experiment(args.experiment_id)
     checkpoints = exp.top_n_checkpoints(args.top_n, sort_by=args.sort_by,
-                                        smaller_is_better=_smaller_is_better(args.smaller_is_better))
+                                        smaller_is_better=_args.smaller_is_better(args.smaller_is_better))
     for c in checkpoints:
         print_downloaded(c, c.download(os.path.join(args.output_dir, c.uuid)), args.quiet)
     return 0
 
 
 _GC_FIELDS = ("save_experiment_best", "save_trial_best", "save_trial_latest")
-
-
-def _confirm(question: str) -> bool:
-    print(question + " [y/N] ", end="", flush=True)
-    try:
-        answer = sys.stdin.readline()
-    except (OSError, ValueError):
-        answer = ""
-    if not answer:
-        print()
-    return answer.strip().lower() in ("y", "yes")
 
 
 def set_gc_policy(args: argparse.Namespace) -> int:
@@ -477,26 +378,24 @@ def set_gc_policy(args: argparse.Namespace) -> int:
     for field, value in policy.items():
         if value < 0:
             raise errors.DeterminedError(f"--{field.replace('_', '-')} must be 0 or more, not {value}")
-    from determined.experimental import _connect
+    from determined.cli.checkpoint import checkpoint_columns, checkpoint_rows
 
-    session = _connect.read_session(args.master)
-    exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
-    preview = session.get(f"/experiments/{args.experiment_id}/preview_gc", policy)
-    metric = exp["searcher_metric"]
-    if preview["delete"]:
-        _render.print_table(_checkpoint_columns(metric), _checkpoint_rows(preview["delete"], metric),
+    exp = _lookup.experiment(args)
+    metric = exp.to_json()["searcher_metric"]
+    preview = exp.preview_gc_policy(**policy)
+    if preview:
+        _render.print_table(checkpoint_columns(metric), checkpoint_rows(preview, metric),
                             title="Checkpoints that would be deleted")
     else:
         print("No checkpoints would be deleted.")
-    if not args.yes and not _confirm(
+    if not args.yes and not _args.confirm(
         f"Change the GC policy of experiment {args.experiment_id} to "
         + ", ".join(f"{k}={v}" for k, v in policy.items())
-        + (f" and delete {len(preview['delete'])} checkpoint(s)?" if preview["delete"] else "?")
+        + (f" and delete {len(preview)} checkpoint(s)?" if preview else "?")
     ):
         print("Aborted: nothing was changed.")
         return 1
-    answer = session.patch(f"/experiments/{args.experiment_id}", {"checkpoint_storage": policy})
-    deleted = answer.get("deleted") or []
+    deleted = exp.set_gc_policy(**policy)
     print(f"Set the GC policy of experiment {args.experiment_id}: " + ", ".join(f"{k}={v}" for k, v in policy.items()))
     if deleted:
         print(f"Deleted {len(deleted)} checkpoint(s): " + ", ".join(deleted))
@@ -505,10 +404,9 @@ def set_gc_policy(args: argparse.Namespace) -> int:
 
 def _action(name: str):
     def run(args: argparse.Namespace) -> int:
-        from determined.experimental import _connect
-
-        session = _connect.read_session(args.master)
-        exp = session.post(f"/experiments/{args.experiment_id}/{name}")["experiment"]
+        experiment = _lookup.experiment(args)
+        getattr(experiment, name)()
+        exp = experiment.to_json()
         if name in ("archive", "unarchive"):
             print(f"Experiment {exp['id']} is {name}d")
         else:
@@ -526,11 +424,10 @@ def wait(args: argparse.Namespace) -> int:
     """Poll until the experiment ends; exit 0 when COMPLETED, 1 on ERROR, 2 when CANCELED (or otherwise ended)."""
     if args.polling_interval <= 0:
         raise errors.DeterminedError(f"--polling-interval must be a positive number of seconds, not {args.polling_interval}")
-    from determined.experimental import _connect
-
-    session = _connect.read_session(args.master)
+    experiment = _lookup.experiment(args)
     while True:
-        exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
+        experiment.reload()
+        exp = experiment.to_json()
         if exp["state"] in TERMINAL_STATES:
             print(f"Experiment {exp['id']} ended: {exp['state']}", flush=True)
             return WAIT_EXIT_CODES.get(exp["state"], 2)
@@ -545,7 +442,7 @@ def activate(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from determined.cli import workspace
+    from determined.cli import checkpoint, workspace
 
     p = sub.add_parser("experiment", aliases=["e"], help="manage experiments")
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
@@ -618,7 +515,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                          "several may come from one trial)")
     lc.add_argument("--json", action="store_true")
     lc.add_argument("--csv", action="store_true")
-    lc.set_defaults(func=list_checkpoints)
+    lc.set_defaults(func=checkpoint.list_checkpoints)
 
     dl = s.add_parser("download", help="download the best checkpoints of an experiment (one per trial)")
     dl.add_argument("experiment_id", type=int)

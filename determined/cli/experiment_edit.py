@@ -1,22 +1,18 @@
 """`det experiment` commands of Determined 0.38 that change an experiment or show its logs: `set name|description|
 labels|max-slots|weight|priority`, `label add|remove`, `delete`, `logs`."""
 import argparse
-from typing import Any, Dict
 
-
-def _patch(args: argparse.Namespace, body: Dict[str, Any]) -> Dict[str, Any]:
-    from determined.experimental import _connect
-
-    return _connect.read_session(args.master).patch(f"/experiments/{args.experiment_id}", body)["experiment"]
+from determined.cli import _args, _lookup
 
 
 def _setter(field: str, label: str):
     def run(args: argparse.Namespace) -> int:
+        experiment = _lookup.experiment(args)
         if field == "labels":
-            value: Any = [x.strip() for x in args.value.split(",") if x.strip()] if args.value else []
+            experiment.set_labels([x.strip() for x in args.value.split(",") if x.strip()] if args.value else [])
         else:
-            value = args.value
-        exp = _patch(args, {field: value})
+            getattr(experiment, f"set_{field}")(args.value)
+        exp = experiment.to_json()
         shown = ", ".join(exp["labels"]) if field == "labels" else exp.get(field)
         print(f"Set the {label} of experiment {exp['id']} to: {shown}")
         return 0
@@ -26,7 +22,9 @@ def _setter(field: str, label: str):
 
 def _resource_setter(field: str, label: str):
     def run(args: argparse.Namespace) -> int:
-        exp = _patch(args, {"resources": {field: args.value}})
+        experiment = _lookup.experiment(args)
+        getattr(experiment, f"set_{field}")(args.value)
+        exp = experiment.to_json()
         print(f"Set the {label} of experiment {exp['id']} to {exp['config']['resources'].get(field)}")
         return 0
 
@@ -34,10 +32,8 @@ def _resource_setter(field: str, label: str):
 
 
 def label(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect
-
-    session = _connect.read_session(args.master)
-    labels = list(session.get(f"/experiments/{args.experiment_id}")["experiment"]["labels"])
+    experiment = _lookup.experiment(args)
+    labels = list(experiment.to_json()["labels"])
     if args.action == "add":
         labels += [] if args.label in labels else [args.label]
     else:
@@ -46,24 +42,22 @@ def label(args: argparse.Namespace) -> int:
                   f"{', '.join(labels) or '(none)'}")
             return 0
         labels.remove(args.label)
-    exp = session.patch(f"/experiments/{args.experiment_id}", {"labels": labels})["experiment"]
+    experiment.set_labels(labels)
+    exp = experiment.to_json()
     print(f"Labels of experiment {exp['id']}: {', '.join(exp['labels']) or '(none)'}")
     return 0
 
 
 def delete(args: argparse.Namespace) -> int:
-    from determined.cli.experiment import _confirm
-    from determined.experimental import _connect
-
-    session = _connect.read_session(args.master)
-    exp = session.get(f"/experiments/{args.experiment_id}")["experiment"]
-    if not args.yes and not _confirm(f"Delete experiment {exp['id']} ({exp['state']}) with its checkpoints (their "
+    experiment = _lookup.experiment(args)
+    exp = experiment.to_json()
+    if not args.yes and not _args.confirm(f"Delete experiment {exp['id']} ({exp['state']}) with its checkpoints (their "
                                      "files too), metrics and logs? This cannot be undone."):
         print("Aborted: nothing was changed.")
         return 1
-    answer = session.delete(f"/experiments/{args.experiment_id}")
+    deleted = experiment.delete()
     print(f"Deleted experiment {args.experiment_id}"
-          + (f" and {len(answer['deleted_checkpoints'])} checkpoint(s)" if answer.get("deleted_checkpoints") else ""))
+          + (f" and {len(deleted)} checkpoint(s)" if deleted else ""))
     return 0
 
 
@@ -72,26 +66,23 @@ def logs(args: argparse.Namespace) -> int:
     import time
 
     from determined.cli.trial import print_logs
-    from determined.experimental import _connect
 
-    session = _connect.read_session(args.master)
+    experiment = _lookup.experiment(args)
     while True:
-        desc = session.get(f"/experiments/{args.experiment_id}")
-        if desc["trials"] or not args.follow or desc["experiment"]["state"] in ("COMPLETED", "CANCELED", "ERROR"):
+        trials = experiment.list_trials()  # reads the experiment too
+        if trials or not args.follow or experiment.to_json()["state"] in ("COMPLETED", "CANCELED", "ERROR"):
             break
         time.sleep(0.5)
-    if not desc["trials"]:
+    if not trials:
         print(f"Experiment {args.experiment_id} has no trials yet.")
         return 0
-    return print_logs(session, min(t["id"] for t in desc["trials"]), args)
+    return print_logs(min(trials, key=lambda t: t.id), args)
 
 
 def delete_tb_files(args: argparse.Namespace) -> int:
     """`det experiment delete-tb-files ID`: the TensorBoard event files of its trials."""
-    from determined.experimental import _connect
-
-    answer = _connect.read_session(args.master).delete(f"/experiments/{args.experiment_id}/tensorboard-files")
-    print(f"Deleted the TensorBoard files of experiment {args.experiment_id}" if answer.get("deleted") else
+    deleted = _lookup.experiment(args).delete_tensorboard_files()
+    print(f"Deleted the TensorBoard files of experiment {args.experiment_id}" if deleted else
           f"Experiment {args.experiment_id} has no TensorBoard files")
     return 0
 
@@ -99,11 +90,12 @@ def delete_tb_files(args: argparse.Namespace) -> int:
 def continue_(args: argparse.Namespace) -> int:
     """Continue an ended experiment: its trials that did not complete (a single-searcher experiment's trial, with
     the config changes given) train on from their latest checkpoint."""
-    from determined.cli.experiment import _load_raw
+    from determined import config as det_config
     from determined.config.overrides import apply_overrides
     from determined.experimental import _run
 
-    override = apply_overrides(_load_raw(args.config_file) if args.config_file else {}, args.config or [])
+    override = apply_overrides(det_config.load_config_file(args.config_file) if args.config_file else {},
+                               args.config or [])
     desc = _run.continue_experiment(args.experiment_id, override, master=args.master,
                                     follow_first_trial=args.follow_first_trial)
     return _run.exit_code_for(desc)

@@ -1,11 +1,8 @@
 """`det master up`: the master as a long-running server (REST API, scheduler) in the foreground."""
 import argparse
-import logging
 import os
 import pathlib
-import signal
 import sys
-import threading
 from typing import Any, Dict, List
 
 from determined import common, errors
@@ -176,6 +173,10 @@ _ARGV_CLEANED = "DET_MASTER_ARGV_CLEANED"
 
 def up(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; then running trials checkpoint and stop, and the next `up` resumes them."""
+    import logging  # here, not at the top: every `det` command imports this module to build its parser
+    import signal
+    import threading
+
     _db_password_out_of_argv(args)
     settings = _settings(args)
     from determined.master import embedded

@@ -143,7 +143,7 @@ def move(args: argparse.Namespace) -> int:
 
 
 def delete(args: argparse.Namespace) -> int:
-    from determined.cli.experiment import _confirm
+    from determined.cli._args import confirm as _confirm
 
     m = _determined(args.master).get_model(args.name)
     if not args.yes and not _confirm(f"Delete model {m.name} and its {m.num_versions} version(s) (the checkpoints "
@@ -156,7 +156,7 @@ def delete(args: argparse.Namespace) -> int:
 
 
 def delete_version(args: argparse.Namespace) -> int:
-    from determined.cli.experiment import _confirm
+    from determined.cli._args import confirm as _confirm
 
     v = _determined(args.master).get_model(args.name).get_version(args.version)
     if v is None:

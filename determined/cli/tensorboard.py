@@ -11,10 +11,11 @@ def start(args: argparse.Namespace) -> int:
     from determined.master.insights import tensorboard
 
     from determined.experimental import _connect
+    from determined.experimental.client._info import master_info
 
     tensorboard.require_tensorboard()
-    session = _connect.read_session(args.master)
-    info = session.get("/master/info")
+    session = _connect.read_session(args.master)  # the master's event-file writer reads the metrics through it
+    info = master_info(session)
     root = tensorboard.event_root(info.get("data_dir"), pathlib.Path(common.data_dir()),
                                   info.get("url") or _connect.configured_master(args.master) or "in-process")
     logdirs = {int(e): tensorboard.fill_event_files(session, int(e), root) for e in args.experiment_ids}

@@ -3,7 +3,7 @@ import argparse
 from typing import Any, Dict
 
 from determined import errors
-from determined.cli import _render
+from determined.cli import _args, _lookup, _render
 from determined.common.formats import duration_between, escape_control, fmt_duration
 
 def metrics_summary(records_by_group: Dict[str, Any]) -> Dict[str, Dict[str, Dict[str, Any]]]:
@@ -40,27 +40,23 @@ def _print_metrics_summary(args: argparse.Namespace, records_by_group: Dict[str,
 
 
 def describe(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect, _follow
+    from determined.experimental import _follow
 
-    session = _connect.read_session(args.master)
-    d = session.get(f"/trials/{args.trial_id}")
-    other_groups = [g for g in d.get("metric_groups", []) if g not in ("training", "validation")]
+    trial = _lookup.trial(args)
+    d = trial.describe()
+    other_groups = [g for g in d["metric_groups"] if g not in ("training", "validation")]
     summary = getattr(args, "metrics_summary", False)
-    groups = {g: session.get(f"/trials/{args.trial_id}/metrics", params={"group": g})["metrics"]
-              for g in other_groups} if args.metrics or summary else {}
+    groups = {g: trial.metrics_json(g) for g in other_groups} if args.metrics or summary else {}
     if summary:
         return _print_metrics_summary(args, {"training": d["training_metrics"],
                                              "validation": d["validation_metrics"], **groups})
     if args.json:
-        out = dict(d["trial"])
-        for key in ("training_metrics", "validation_metrics", "checkpoints"):
-            out[key] = d[key]
-        out["metric_groups"] = d.get("metric_groups", ["training", "validation"])
+        out = dict(d)
         if args.metrics:
             out["metrics"] = groups  # the groups other than training and validation (report_metrics, profiler)
         _render.print_json(out)
         return 0
-    t = d["trial"]
+    t = d
     state = _follow.status_of(t) + (f": {t['status_reason']}" if t.get("status_reason") else "")
     _render.fields([
         ("Trial", f"{t['id']} (experiment {t['experiment_id']})"), ("State", state), ("Batches", t.get("total_batches")),
@@ -106,18 +102,17 @@ def describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_logs(session: Any, trial_id: int, args: argparse.Namespace) -> int:
-    """Print a trial's log lines with the filters of `det trial logs` (Determined 0.38's flags)."""
+def print_logs(trial: Any, args: argparse.Namespace) -> int:
+    """Print a trial's log lines (of a client Trial) with the filters of `det trial logs` (Determined 0.38's
+    flags)."""
     import json
-
-    from determined.experimental import _logs
 
     shown = 0
     try:
-        for line in _logs.trial_logs(session, trial_id, follow=args.follow, head=args.head, tail=args.tail,
-                                     rank_ids=args.rank_ids, stdtypes=args.stdtypes, min_level=args.level,
-                                     timestamp_before=args.timestamp_before, timestamp_after=args.timestamp_after,
-                                     sources=args.sources):
+        for line in trial.iter_log_records(args.follow, head=args.head, tail=args.tail, rank_ids=args.rank_ids,
+                                           stdtypes=args.stdtypes, min_level=args.level,
+                                           timestamp_before=args.timestamp_before,
+                                           timestamp_after=args.timestamp_after, sources=args.sources):
             shown += 1
             if args.json:
                 print(json.dumps({k: line.get(k) for k in ("id", "timestamp", "stream", "source", "level", "rank_id",
@@ -127,8 +122,9 @@ def print_logs(session: Any, trial_id: int, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     if not shown and not args.follow and not args.json:
-        state = session.get(f"/trials/{trial_id}")["trial"]["state"]
-        print(f"Trial {trial_id} has no logs" + (" yet (it has not run)." if state in ("ACTIVE", "PAUSED") else
+        trial.reload()
+        state = trial.to_json()["state"]
+        print(f"Trial {trial.id} has no logs" + (" yet (it has not run)." if state in ("ACTIVE", "PAUSED") else
                                                  " that match." if _filtered(args) else "."), flush=True)
     return 0
 
@@ -139,9 +135,7 @@ def _filtered(args: argparse.Namespace) -> bool:
 
 
 def logs(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect
-
-    return print_logs(_connect.read_session(args.master), args.trial_id, args)
+    return print_logs(_lookup.trial(args), args)
 
 
 def add_log_arguments(lg: argparse.ArgumentParser) -> None:
@@ -170,25 +164,23 @@ def add_log_arguments(lg: argparse.ArgumentParser) -> None:
 
 
 def kill(args: argparse.Namespace) -> int:
-    from determined.experimental import _connect
-
-    t = _connect.read_session(args.master).post(f"/trials/{args.trial_id}/kill")["trial"]
+    trial = _lookup.trial(args)
+    trial.kill()
+    t = trial.to_json()
     print(f"Trial {t['id']} is {t['state']}")
     return 0
 
 
 def download(args: argparse.Namespace) -> int:
     from determined.cli.checkpoint import print_downloaded
-    from determined.cli.experiment import _smaller_is_better
-    from determined.experimental.client import Determined
 
     if (args.sort_by is not None or args.smaller_is_better is not None) and not args.best:
         raise errors.DeterminedError("--sort-by and --smaller-is-better only go with --best")
     if args.smaller_is_better is not None and args.sort_by is None:
         raise errors.DeterminedError("--smaller-is-better only goes with --sort-by METRIC")
-    trial = Determined(args.master).get_trial(args.trial_id)
+    trial = _lookup.client(args).get_trial(args.trial_id)
     checkpoint = trial.select_checkpoint(latest=args.latest, best=args.best, uuid=args.uuid, sort_by=args.sort_by,
-                                         smaller_is_better=_smaller_is_better(args.smaller_is_better))
+                                         smaller_is_better=_args.smaller_is_better(args.smaller_is_better))
     print_downloaded(checkpoint, checkpoint.download(args.output_dir), args.quiet)
     return 0
 

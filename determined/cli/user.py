@@ -1,12 +1,11 @@
 """`det user ...`: log in and out, and manage the master's users."""
 import argparse
-import getpass
 import os
 import sys
-from typing import Any, Dict
+from typing import Any
 
 from determined import errors
-from determined.cli import _render
+from determined.cli import _lookup, _render
 
 
 def _session(args: argparse.Namespace) -> Any:
@@ -19,6 +18,8 @@ def _read_password(prompt: str, *, confirm: bool = False) -> str:
     """Ask on the terminal (hidden); without a terminal, read one line from stdin (for scripts and tests)."""
     if not sys.stdin.isatty():
         return sys.stdin.readline().rstrip("\r\n")
+    import getpass  # only here: every `det` command imports this module to build its parser
+
     password = getpass.getpass(prompt)
     if confirm and getpass.getpass("Confirm password: ") != password:
         raise errors.DeterminedError("the passwords do not match; nothing changed")
@@ -46,21 +47,21 @@ def login(args: argparse.Namespace) -> int:
 
 
 def logout(args: argparse.Namespace) -> int:
-    session = _session(args)
-    username = session.username()
-    session.logout()
+    d = _lookup.client(args)
+    username = d.user
+    d.logout()
     print(f"Logged out user '{username}'.")
     return 0
 
 
 def whoami(args: argparse.Namespace) -> int:
-    user = _session(args).get("/me")["user"]
-    print(f"You are logged in as user '{user['username']}'" + (" (admin)." if user["admin"] else "."))
+    user = _lookup.client(args).whoami()
+    print(f"You are logged in as user '{user.username}'" + (" (admin)." if user.admin else "."))
     return 0
 
 
 def list_users(args: argparse.Namespace) -> int:
-    users = _session(args).get("/users")["users"]
+    users = [u.to_json() for u in _lookup.client(args).list_users()]
     if args.json:
         _render.print_json(users)
         return 0
@@ -69,29 +70,27 @@ def list_users(args: argparse.Namespace) -> int:
 
 
 def create(args: argparse.Namespace) -> int:
-    body: Dict[str, Any] = {"username": args.username, "admin": bool(args.admin)}
-    user = _session(args).post("/users", body)["user"]
-    kind = "admin" if user["admin"] else "user"
-    print(f"Created {kind} '{user['username']}' with a blank password; set one with "
-          f"`det user change-password {user['username']}`.")
+    user = _lookup.client(args).create_user(args.username, admin=bool(args.admin))
+    kind = "admin" if user.admin else "user"
+    print(f"Created {kind} '{user.username}' with a blank password; set one with "
+          f"`det user change-password {user.username}`.")
     return 0
 
 
 def change_password(args: argparse.Namespace) -> int:
-    session = _session(args)
-    username = args.username or session.get("/me")["user"]["username"]
+    d = _lookup.client(args)
+    username = args.username or d.whoami().username
     password = _read_password(f"New password for user '{username}': ", confirm=True)
-    myself = session.username() == username
-    session.patch(f"/users/{username}", {"password": password})
-    if myself:  # the change revoked this user's tokens: log in again with the new password. Only `det user login`
-        # changes who plain `det` acts as; `det -u USER` is for this one command (docs/auth.md).
-        session.login(username, password, make_default=False)
+    # Changing one's own password revokes one's tokens: the client logs in again with the new one, without making
+    # the user the default one (only `det user login` changes who plain `det` acts as; docs/auth.md).
+    d.get_user_by_name(username).change_password(password)
     print(f"Changed the password of user '{username}'.")
     return 0
 
 
 def _set_active(args: argparse.Namespace, active: bool) -> int:
-    _session(args).patch(f"/users/{args.username}", {"active": active})
+    user = _lookup.client(args).get_user_by_name(args.username)
+    user.activate() if active else user.deactivate()
     print(f"{'Activated' if active else 'Deactivated'} user '{args.username}'.")
     return 0
 

@@ -3,22 +3,14 @@ import argparse
 from typing import Any, Dict, List
 
 from determined import errors
-from determined.cli import _render
+from determined.cli import _args, _lookup, _render
 
 Workspace = Project = Any  # determined.experimental.client's, imported when a command runs
 
 
-def _determined(master: Any) -> Any:
-    from determined.experimental.client import Determined
-
-    return Determined(master)
-
-
 def _confirmed(args: argparse.Namespace, question: str) -> bool:
     """--yes, or the user answers yes (else "Nothing deleted.")."""
-    from determined.cli.experiment import _confirm
-
-    if args.yes or _confirm(question):
+    if args.yes or _args.confirm(question):
         return True
     print("Nothing deleted.")
     return False
@@ -68,12 +60,12 @@ def _add_order_arguments(parser: argparse.ArgumentParser, pages: bool = False) -
 
 
 def list_workspaces(args: argparse.Namespace) -> int:
-    _show_workspaces(args, _ordered(args, _determined(args.master).list_workspaces()))
+    _show_workspaces(args, _ordered(args, _lookup.client(args).list_workspaces()))
     return 0
 
 
 def create_workspace(args: argparse.Namespace) -> int:
-    w = _determined(args.master).create_workspace(args.name)
+    w = _lookup.client(args).create_workspace(args.name)
     if args.json:
         _render.print_json(_workspace_json(w))
     else:
@@ -82,7 +74,7 @@ def create_workspace(args: argparse.Namespace) -> int:
 
 
 def describe_workspace(args: argparse.Namespace) -> int:
-    w = _determined(args.master).get_workspace(args.name)
+    w = _lookup.client(args).get_workspace(args.name)
     projects = w.list_projects()
     if args.json:
         _render.print_json({**_workspace_json(w), "projects": [_project_json(p) for p in projects]})
@@ -95,7 +87,7 @@ def describe_workspace(args: argparse.Namespace) -> int:
 
 
 def edit_workspace(args: argparse.Namespace) -> int:
-    w = _determined(args.master).get_workspace(args.name)
+    w = _lookup.client(args).get_workspace(args.name)
     w.set_name(args.new_name)
     if getattr(args, "json", False):
         _render.print_json(_workspace_json(w))
@@ -106,7 +98,7 @@ def edit_workspace(args: argparse.Namespace) -> int:
 
 def _archive_workspace(archived: bool) -> Any:
     def run(args: argparse.Namespace) -> int:
-        w = _determined(args.master).get_workspace(args.name)
+        w = _lookup.client(args).get_workspace(args.name)
         w.archive() if archived else w.unarchive()
         _render.say(f"{'Archived' if archived else 'Unarchived'} workspace {w.name}")
         return 0
@@ -115,7 +107,7 @@ def _archive_workspace(archived: bool) -> Any:
 
 
 def delete_workspace(args: argparse.Namespace) -> int:
-    d = _determined(args.master)
+    d = _lookup.client(args)
     w = d.get_workspace(args.name)
     if not _confirmed(args, f"Delete workspace {w.name} and its (empty) projects?"):
         return 1
@@ -125,7 +117,7 @@ def delete_workspace(args: argparse.Namespace) -> int:
 
 
 def list_workspace_projects(args: argparse.Namespace) -> int:
-    _show_projects(args, _ordered(args, _determined(args.master).get_workspace(args.name).list_projects()))
+    _show_projects(args, _ordered(args, _lookup.client(args).get_workspace(args.name).list_projects()))
     return 0
 
 
@@ -154,11 +146,11 @@ def _show_projects(args: argparse.Namespace, projects: List[Project]) -> None:
 
 
 def _project(args: argparse.Namespace) -> Project:
-    return _determined(args.master).get_workspace(args.workspace_name).get_project(args.project_name)
+    return _lookup.client(args).get_workspace(args.workspace_name).get_project(args.project_name)
 
 
 def create_project(args: argparse.Namespace) -> int:
-    p = _determined(args.master).get_workspace(args.workspace_name).create_project(args.name, args.description)
+    p = _lookup.client(args).get_workspace(args.workspace_name).create_project(args.name, args.description)
     if args.json:
         _render.print_json(_project_json(p))
     else:
@@ -179,9 +171,7 @@ def describe_project(args: argparse.Namespace) -> int:
 
 
 def _experiments_of(args: argparse.Namespace, p: Project) -> List[Dict[str, Any]]:
-    from determined.experimental import _connect
-
-    rows = _connect.read_session(args.master).get(f"/projects/{p.id}/experiments")["experiments"]
+    rows = [e.to_json() for e in p.list_experiments()]
     rows = [e for e in rows if getattr(args, "all", True) or not e.get("archived")]
     return _ordered(args, rows, key=lambda e, field: e.get(field))
 
@@ -229,7 +219,7 @@ def _archive_project(archived: bool) -> Any:
 
 
 def delete_project(args: argparse.Namespace) -> int:
-    w = _determined(args.master).get_workspace(args.workspace_name)
+    w = _lookup.client(args).get_workspace(args.workspace_name)
     p = w.get_project(args.project_name)
     if not _confirmed(args, f"Delete project {p.name} of workspace {w.name}?"):
         return 1
@@ -243,11 +233,7 @@ def delete_project(args: argparse.Namespace) -> int:
 
 def move_experiment(args: argparse.Namespace) -> int:
     """`det experiment move ID WORKSPACE PROJECT`."""
-    from determined.experimental.client import ExperimentReference
-
-    d = _determined(args.master)
-    ExperimentReference(args.experiment_id, _session=d._session).move_to_project(args.workspace_name,
-                                                                                 args.project_name)
+    _lookup.experiment(args).move_to_project(args.workspace_name, args.project_name)
     _render.say(f"Moved experiment {args.experiment_id} to project {args.project_name} of workspace "
                 f"{args.workspace_name}")
     return 0
@@ -274,13 +260,8 @@ def project_target(args: argparse.Namespace, raw: Dict[str, Any]) -> Dict[str, A
                                          "--project Uncategorized/Uncategorized, or give --project_id N")
         return {**raw, "workspace": workspace_name, "project": project_name}
     if args.project_id is not None:
-        from determined.experimental.client import Workspace
-
-        d = _determined(args.master)
-        p = d.get_project(args.project_id)
-        w = Workspace(d._session, workspace_id=p.workspace_id)
-        w.reload()
-        return {**raw, "workspace": w.name, "project": p.name}
+        p = _lookup.client(args).get_project(args.project_id)
+        return {**raw, "workspace": p.get_workspace().name, "project": p.name}
     return raw
 
 

@@ -1,14 +1,12 @@
 """Creating and running experiments from a client: on a configured master, or in the foreground on the
-embedded master of the local data dir."""
+embedded master of the local data dir. Which master, and becoming it, is `_connect.Connection`'s; what is submitted,
+client/_submit.py's (`experiment_body`, shared with the SDK's create_experiment and the search runners)."""
 import contextlib
 import dataclasses
-import os
-import signal
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set
 
-from determined import common, config as det_config, errors
-from determined.common import context as det_context
+from determined import common, errors
 from determined.common.api import Session
 from determined.experimental import _connect, _follow, _prewarm
 
@@ -19,28 +17,9 @@ STATE_WAIT_S = 5.0  # the longest a command running the master waits between two
 
 def validate_config(raw: Dict[str, Any]) -> Dict[str, Any]:
     """The canonical config, or InvalidExperimentConfig listing every problem; nothing is stored either way."""
-    return det_config.load_experiment_config(raw)
+    from determined.experimental.client._submit import validate_config as validate
 
-
-def prepare_submission(raw: Dict[str, Any], model_dir: str, template: Optional[str] = None,
-                       template_config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Validate the config (merged over `template_config`, the config of the master's template `template`) and the
-    model dir and build the body of POST /experiments (the master merges the template itself)."""
-    from determined.config.overrides import merge_template
-
-    canonical = validate_config(merge_template(raw, template_config) if template_config is not None else raw)
-    native = (canonical.get("internal") or {}).get("native")
-    if not native:
-        det_context.check_entrypoint(model_dir, canonical.get("entrypoint"))
-    body = {"config": raw, "model_definition": det_context.pack_model_dir_b64(model_dir), "activate": True}
-    if template is not None:
-        body["template"] = template
-    return body
-
-
-# How long a command waits for the data dir's master to change hands (another command's foreground master
-# stopping, or two commands starting one at once).
-TAKEOVER_TIMEOUT_S = 120.0
+    return validate(raw)
 
 
 @dataclasses.dataclass
@@ -56,29 +35,12 @@ class _Foreground:
 @contextlib.contextmanager
 def _foreground_master(console: Console) -> Iterator[_Foreground]:
     """Use the master already running on the data dir, or become it for the life of the block."""
-    from determined.master import embedded
-
-    data_dir = common.data_dir()
-    deadline = time.monotonic() + TAKEOVER_TIMEOUT_S
-    while True:
-        url = embedded.running_master_url(data_dir)
-        if url:
-            console.print(f"Using the master running at {url}")
-            yield _Foreground(Session(url, retries=2))  # few retries: a stopped master is taken over at once
-            return
-        try:
-            master = embedded.start(data_dir)
-            break
-        except embedded.MasterAlreadyRunning:  # another command became the master first: use it
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    try:
-        session = master.session()
-        active = {int(e["id"]) for e in session.get("/experiments")["experiments"] if e["state"] == "ACTIVE"}
-        yield _Foreground(session, master, active)
-    finally:
-        _stop_master(master, console)
+    connection = _connect.Connection(local=True)
+    with connection.foreground(lambda url: console.print(f"Using the master running at {url}")) as fg:
+        active: Set[int] = set()
+        if fg.master is not None:
+            active = {int(e["id"]) for e in fg.session.get("/experiments")["experiments"] if e["state"] == "ACTIVE"}
+        yield _Foreground(fg.session, fg.master, active)
 
 
 def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_progress: bool,
@@ -143,15 +105,6 @@ def _finish_others(fg: _Foreground, own_id: int, console: Console, interval: flo
         for experiment_id in orphans:
             console.print(f"\nPausing experiment {experiment_id}: running trials checkpoint first…")
             fg.session.post(f"/experiments/{experiment_id}/pause")
-
-
-def _stop_master(master: Any, console: Console) -> None:
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        master.stop()
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _state_change_waiter(master: Any) -> Callable[[float], None]:
@@ -250,7 +203,7 @@ def _finish(session: Session, desc: Dict[str, Any], console: Console, show_progr
 
 def run_experiment(
     raw: Dict[str, Any],
-    model_dir: str,
+    model_dir: Optional[str],
     *,
     master: Optional[str] = None,
     local: bool = False,
@@ -261,35 +214,37 @@ def run_experiment(
     follow_first_trial: bool = False,
     template: Optional[str] = None,
     template_config: Optional[Dict[str, Any]] = None,
+    includes: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     """Create an experiment and, on the embedded master, run it in the foreground.
 
     With a configured master (argument, DET_MASTER) and `local` false, the experiment is submitted there and,
-    when `follow`, its progress is shown until it ends. Returns the last describe of the experiment.
+    when `follow`, its progress is shown until it ends. Returns the last describe of the experiment. The config is
+    validated, and the model dir (plus `includes`) staged and packed, before any master is started.
     """
+    from determined.experimental.client._submit import experiment_body, post_experiment
+
     console = console or _follow.make_console()
-    url = None if local else _connect.configured_master(master)
-    if not url:
-        _prewarm.prewarm(raw, model_dir)
-    body = prepare_submission(raw, model_dir, template, template_config)
-    if url:
-        session = Session(url)
-        exp = session.post("/experiments", body)["experiment"]
-        console.print(f"Created experiment {exp['id']}")
-        if on_created:
-            on_created(exp["id"])
-        if not follow:
-            return session.get(f"/experiments/{exp['id']}")
-        desc = _follow_with_pause(session, exp["id"], console, show_progress, follow_first_trial)
-        return _finish(session, desc, console, show_progress)
+    connection = _connect.Connection(master, local=local)
+    # On the embedded master, the trials' fork server starts while the context is packed and the master starts.
+    staged = None if connection.master else (lambda context: _prewarm.prewarm(raw, context))
+    body = experiment_body(raw, model_dir, includes=includes, template=template, template_config=template_config,
+                           staged=staged)
 
     def create(session: Session) -> int:
-        exp = session.post("/experiments", body)["experiment"]
+        exp = post_experiment(session, body)
         console.print(f"Created experiment {exp['id']}")
         if on_created:
             on_created(exp["id"])
         return int(exp["id"])
 
+    if connection.master:
+        session = connection.session
+        experiment_id = create(session)
+        if not follow:
+            return session.get(f"/experiments/{experiment_id}")  # type: ignore[no-any-return]
+        desc = _follow_with_pause(session, experiment_id, console, show_progress, follow_first_trial)
+        return _finish(session, desc, console, show_progress)
     return _run_in_foreground(console, create, show_progress, follow_first_trial)
 
 
@@ -298,18 +253,16 @@ def activate_experiment(
 ) -> Dict[str, Any]:
     """Activate an experiment; with no running master, run it in the foreground until it ends or is paused."""
     console = console or _follow.make_console()
-    url = _connect.configured_master(master)
-    if url:
-        session = Session(url)
-        session.post(f"/experiments/{experiment_id}/activate")
-        console.print(f"Activated experiment {experiment_id}")
-        return session.get(f"/experiments/{experiment_id}")
 
     def activate(session: Session) -> int:
         session.post(f"/experiments/{experiment_id}/activate")
         console.print(f"Activated experiment {experiment_id}")
         return experiment_id
 
+    connection = _connect.Connection(master)
+    if connection.master:
+        activate(connection.session)
+        return connection.session.get(f"/experiments/{experiment_id}")  # type: ignore[no-any-return]
     return _run_in_foreground(console, activate, show_progress)
 
 
@@ -319,19 +272,18 @@ def continue_experiment(experiment_id: int, override: Dict[str, Any], *, master:
     foreground until it ends or is paused; with one, follow it (its progress, or its first trial's logs)."""
     console = console or _follow.make_console()
     body = {"override_config": override} if override else {}
-    url = _connect.configured_master(master)
-    if url:
-        session = Session(url)
-        session.post(f"/experiments/{experiment_id}/continue", body)
-        console.print(f"Continued experiment {experiment_id}")
-        desc = _follow_with_pause(session, experiment_id, console, True, follow_first_trial)
-        return _finish(session, desc, console, True)
 
     def begin(session: Session) -> int:
         session.post(f"/experiments/{experiment_id}/continue", body)
         console.print(f"Continued experiment {experiment_id}")
         return experiment_id
 
+    connection = _connect.Connection(master)
+    if connection.master:
+        session = connection.session
+        begin(session)
+        desc = _follow_with_pause(session, experiment_id, console, True, follow_first_trial)
+        return _finish(session, desc, console, True)
     return _run_in_foreground(console, begin, True, follow_first_trial)
 
 

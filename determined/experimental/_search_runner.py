@@ -5,19 +5,17 @@ Before posting, the runner saves its state and the operations (LocalSearchRunner
 RemoteSearchRunner: as a checkpoint of its own trial), so a runner that was stopped resumes where it was: the master
 keeps every event until an answer to it arrives, and a repeated answer is ignored.
 """
-import contextlib
 import json
 import logging
 import os
 import pathlib
 import shutil
-import tempfile
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from determined import errors
 from determined.common.api import Session
-from determined.experimental._search_method import RunnerOperation, SearcherState, SearchMethod, request_id_of
+from determined.searcher._custom_search_method import RunnerOperation, SearcherState, SearchMethod, request_id_of
 from determined.searcher._method import ExitedReason
 from determined.searcher._ops import Progress, operation_from_dict, operation_to_dict
 from determined.searcher._wire import event_kind, operation_to_wire
@@ -140,38 +138,15 @@ class SearchRunner:
 def _create_experiment(session: Session, exp_config: ExpConfig, model_dir: Optional[str],
                        includes: Optional[Iterable[Union[str, os.PathLike]]]) -> int:
     from determined.config import load_config_file
-    from determined.experimental import _run
+    from determined.experimental.client._submit import submit_experiment
 
     raw = load_config_file(exp_config) if isinstance(exp_config, (str, os.PathLike)) else exp_config
     if not isinstance(raw, dict) or (raw.get("searcher") or {}).get("name") != "custom":
         raise ValueError("a search runner needs an experiment config with searcher.name: custom (and metric, "
                          f"smaller_is_better, unit); got searcher {(raw or {}).get('searcher') if isinstance(raw, dict) else raw!r}")
-    with _context_dir(model_dir or os.getcwd(), includes) as context:
-        body = _run.prepare_submission(raw, context)
-    exp = session.post("/experiments", body)["experiment"]
+    exp = submit_experiment(session, raw, model_dir or os.getcwd(), includes=list(includes or []))
     logger.info("Created experiment %s", exp["id"])
     return int(exp["id"])
-
-
-@contextlib.contextmanager
-def _context_dir(model_dir: str, includes: Optional[Iterable[Union[str, os.PathLike]]]) -> Iterator[str]:
-    """The model dir, or a copy of it with `includes` (files or directories) added at its top level."""
-    extra = [pathlib.Path(p) for p in includes or []]
-    if not extra:
-        yield model_dir
-        return
-    with tempfile.TemporaryDirectory(prefix="det-context-") as tmp:
-        target = pathlib.Path(tmp) / "context"
-        shutil.copytree(model_dir, target)
-        for path in extra:
-            if not path.exists():
-                raise FileNotFoundError(f"includes: {path} does not exist")
-            dest = target / path.name
-            if path.is_dir():
-                shutil.copytree(path, dest, dirs_exist_ok=True)
-            else:
-                shutil.copy2(path, dest)
-        yield str(target)
 
 
 class LocalSearchRunner(SearchRunner):
@@ -196,14 +171,10 @@ class LocalSearchRunner(SearchRunner):
         """Create the experiment (or resume the one of `searcher_dir`) and run the search until it ends; returns
         the experiment id. `exp_config`: a config dict or the path of its YAML file; `model_dir`: the model
         definition (default: the current directory); `includes`: more files or directories for it."""
-        from determined.experimental import _connect
+        from determined.experimental import _connect, _follow
 
-        url = _connect.configured_master()
-        if url:
-            return self._run_on(Session(url), exp_config, model_dir, includes)
-        from determined.experimental import _follow, _run
-
-        with _run._foreground_master(_follow.make_console()) as fg:
+        console = _follow.make_console()
+        with _connect.Connection().foreground(lambda url: console.print(f"Using the master running at {url}")) as fg:
             return self._run_on(fg.session, exp_config, model_dir, includes)
 
     def _run_on(self, session: Session, exp_config: ExpConfig, model_dir: Optional[str],
@@ -280,7 +251,9 @@ class RemoteSearchRunner(SearchRunner):
     def run(self, exp_config: ExpConfig, model_dir: Optional[str] = None,
             includes: Optional[Iterable[Union[str, os.PathLike]]] = None) -> int:
         """Create the experiment (or resume the one of the latest checkpoint) and run the search until it ends."""
-        session = Session(self.info.master_url)
+        from determined.experimental import _connect
+
+        session = _connect.Connection(self.info.master_url).session  # the trial's token (DET_SESSION_TOKEN)
         operations: Optional[List[RunnerOperation]] = None
         if self.latest_checkpoint is not None:
             experiment_id, operations = self.load_state(self.latest_checkpoint)

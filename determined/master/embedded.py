@@ -123,16 +123,12 @@ def has_follower(data_dir: "str | os.PathLike[str]", experiment_id: int) -> bool
 
 
 def in_process_session(data_dir: "str | os.PathLike[str]") -> Session:
-    """A Session on the data dir's API served in-process, with no scheduler: for reading and recording."""
-    import warnings
+    """A Session on the data dir's API served in-process (httpx's ASGI transport on a private event loop, the app's
+    lifespan run), with no scheduler: for reading and recording. `session._client.app` is the app."""
+    from determined.common.api import InProcessClient
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # starlette's note that a future version wants httpx2
-        from starlette.testclient import TestClient
-
-        app = create_app(data_dir, run_scheduler=False)
-        client = TestClient(app, base_url="http://in-process")
-    return Session("http://in-process", client=client)
+    app = create_app(data_dir, run_scheduler=False)
+    return Session("http://in-process", client=InProcessClient(app))
 
 
 class EmbeddedMaster:

@@ -109,6 +109,43 @@ def test_an_answer_with_an_undeclared_field_fails_the_contract(tmp_path: Any, mo
     assert any("secret" in p for p in answer.json()["detail"]["problems"])
 
 
+def test_a_gzipped_answer_is_checked_too(tmp_path: Any, monkeypatch: Any) -> None:
+    """Large answers go out gzipped (the learning curves): the check reads them decompressed, and a good one
+    reaches the client intact."""
+    import gzip
+
+    from fastapi.responses import Response
+
+    class Declared(Wire):
+        id: int
+
+    monkeypatch.setenv(contract.CONTRACT_ENV, "1")
+    app = create_app(tmp_path, run_scheduler=False)
+
+    @app.get("/api/v1/gz-good", response_model=Declared)
+    def good() -> Response:
+        return Response(gzip.compress(b'{"id": 1}'), media_type="application/json", headers={"Content-Encoding": "gzip"})
+
+    @app.get("/api/v1/gz-bad", response_model=Declared)
+    def bad() -> Response:
+        return Response(gzip.compress(b'{"id": 1, "extra": 2}'), media_type="application/json",
+                        headers={"Content-Encoding": "gzip"})
+
+    client = _client(app)
+    assert client.get("/api/v1/gz-good").json() == {"id": 1}
+    answer = client.get("/api/v1/gz-bad")
+    assert answer.status_code == 500 and any("extra" in p for p in answer.json()["detail"]["problems"])
+
+
+def test_an_unknown_field_names_the_allowed_ones(tmp_path: Any) -> None:
+    """A body that may be absent (Optional[Model]) still lists its fields when one is unknown."""
+    client = _client(create_app(tmp_path, run_scheduler=False))
+    answer = client.post("/api/v1/workspaces", json={"name": "w", "nope": 1})
+    assert answer.status_code == 400
+    problems = answer.json()["detail"]["problems"]
+    assert any(p.startswith("nope: unknown field; allowed: ") and "name" in p for p in problems), problems
+
+
 def test_a_validation_error_has_the_one_error_shape(tmp_path: Any) -> None:
     answer = _client(create_app(tmp_path, run_scheduler=False)).get("/api/v1/experiments/not-a-number")
     assert answer.status_code == 400

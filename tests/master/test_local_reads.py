@@ -95,3 +95,30 @@ def test_the_head_revision_is_alembics() -> None:
 
     scripts = ScriptDirectory(str(local_reads.MIGRATIONS.parent))
     assert local_reads.head_revision() == scripts.get_current_head()
+
+
+@pytest.mark.skipif(ON_POSTGRES, reason="the direct reads are for a data dir's SQLite file; PostgreSQL goes to the app")
+def test_one_table_serves_both_so_both_refuse_the_same_parameters(tmp_path: pathlib.Path) -> None:
+    """The local reads and the app's GET routes come from one table (views/read_table.py): every entry is a route
+    of the app, and a parameter out of its bounds or missing is refused by both, with the same problems."""
+    from determined.master import create_app
+    from determined.master.api import contract
+    from determined.master.views import read_table
+
+    paths = contract.openapi(create_app(tmp_path / "app", run_scheduler=False))["paths"]
+    assert all("get" in paths.get("/api/v1" + route.path, {}) for route in read_table.READS)
+    data_dir = tmp_path / "data"
+    filled = fill(data_dir)
+    app = filled["session"]
+    local = local_reads.open_local(data_dir)
+    assert local is not None
+    trial = app.get(f"/experiments/{filled['experiment']}")["trials"][0]["id"]
+    for path, params in [(f"/trials/{trial}/logs", {"limit": 20000}), (f"/trials/{trial}/logs", {"offset": -1}),
+                         (f"/trials/{trial}/logs", {"limit": "many"}), (f"/trials/{trial}/metrics", None),
+                         (f"/trials/{trial}/metrics", {"group": "g" * 200})]:
+        refusals = []
+        for session in (local, app):
+            with pytest.raises(errors.APIError) as refused:
+                session.get(path, params)
+            refusals.append((refused.value.status_code, sorted(p.split(":")[0] for p in refused.value.problems)))
+        assert refusals[0] == refusals[1] and refusals[0][0] == 400, (path, params, refusals)

@@ -24,12 +24,16 @@ _ssl_contexts: Dict[Tuple[Optional[str], Optional[str]], ssl.SSLContext] = {}
 _ssl_lock = threading.Lock()
 
 
-def http_client(**kwargs: Any) -> httpx.Client:
+def http_client(*, verify: "bool | str" = True, **kwargs: Any) -> httpx.Client:
     """An httpx client sharing this process's TLS context (building one costs 20-100 ms; a trial makes several).
 
     The context is the one httpx would build (certifi, or SSL_CERT_FILE / SSL_CERT_DIR when set), once per
-    value of those variables.
+    value of those variables. `verify`: False checks no certificate; a path, the CA bundle to trust instead.
     """
+    if verify is False:
+        return httpx.Client(verify=False, **kwargs)
+    if isinstance(verify, str):
+        return httpx.Client(verify=ssl.create_default_context(cafile=verify), **kwargs)
     key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
     with _ssl_lock:
         context = _ssl_contexts.get(key)
@@ -58,8 +62,8 @@ _LOOPBACK_HOSTS = ("in-process", "127.0.0.1", "localhost", "::1", "[::1]")
 class Session:
     """A JSON session against the REST API under `/api/v1` of one master.
 
-    `transport` lets the same session speak to a master app in-process (an ASGI or WSGI transport)
-    instead of over a socket. Without a `token` the session authenticates by itself on its first request:
+    `client` lets the same session speak to a master app in-process instead of over a socket (an
+    `InProcessClient`, determined/common/api/_asgi.py). Without a `token` the session authenticates by itself on its first request:
     $DET_SESSION_TOKEN (trial processes), else the cached token of the user on this master (`user`, else
     $DET_USER, else the user of the last `det user login` there, else `determined`), else it logs that user
     in with the blank password, else raises AuthenticationError telling to run `det user login USER`.

@@ -7,13 +7,12 @@ import os
 import pathlib
 import shutil
 import sys
-import tempfile
-import uuid as uuidlib
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined import errors
+from determined.experimental.client import _ranking
 from determined.experimental.client._common import MasterBound, UsageError, json_object, string_list
-from determined.experimental.client._enums import CheckpointState, DownloadMode, state_of
+from determined.experimental.client._enums import CheckpointSortBy, CheckpointState, DownloadMode, OrderBy, state_of
 from determined.experimental.client._enums import member as enum_member
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
@@ -85,6 +84,7 @@ class Checkpoint(MasterBound):
         self.metadata = metadata if metadata is not None else {}
         self.state = state_of(CheckpointState, state) if state is not None else None
         self.storage = storage if storage is not None else (experiment_config or {}).get("checkpoint_storage")
+        self._json: Optional[Dict[str, Any]] = None
 
     @property
     def report_time(self) -> Optional[str]:
@@ -101,6 +101,7 @@ class Checkpoint(MasterBound):
                                           self.validation_metrics)
 
     def _refresh(self, data: Dict[str, Any]) -> None:
+        self._json = dict(data)
         self.state = state_of(CheckpointState, data.get("state"))
         self.metadata = data.get("metadata") or {}
         self.resources = data.get("resources") or {}
@@ -108,6 +109,13 @@ class Checkpoint(MasterBound):
     def reload(self) -> None:
         """Read the checkpoint's state, metadata and files again from the master."""
         self._refresh(self._session.get(f"/checkpoints/{self.uuid}")["checkpoint"])
+
+    def to_json(self) -> Dict[str, Any]:
+        """The master's record of the checkpoint as of the last read (read now if never): uuid, experiment_id,
+        trial_id, steps_completed, state, resources, validation_metrics, metadata, model_versions, ..."""
+        if self._json is None:
+            self.reload()
+        return dict(self._json or {})
 
     def write_metadata_file(self, path: str) -> None:
         """Write the checkpoint's metadata (framework, format, experiment, trial, hparams, user metadata) as JSON."""
@@ -118,12 +126,13 @@ class Checkpoint(MasterBound):
         """Delete the checkpoint's files from storage; it stays listed, DELETED (not while a model version holds it)."""
         self._refresh(self._session.delete(f"/checkpoints/{self.uuid}")["checkpoint"])
 
-    def remove_files(self, globs: List[str]) -> None:
+    def remove_files(self, globs: List[str]) -> List[str]:
         """Delete the checkpoint's files matching any of `globs` (paths relative to the checkpoint, e.g. "*.pt");
-        the checkpoint becomes PARTIALLY_DELETED (DELETED when no file is left)."""
+        the checkpoint becomes PARTIALLY_DELETED (DELETED when no file is left). Returns the paths removed."""
         globs = string_list(globs, "globs")
-        self._session.post(f"/checkpoints/{self.uuid}/remove_files", {"globs": globs})
+        answer = self._session.post(f"/checkpoints/{self.uuid}/remove_files", {"globs": globs})
         self.reload()
+        return list(answer.get("removed") or [])
 
     def get_metrics(self, group: Optional[str] = None) -> Iterator[Any]:
         """The metrics (`TrialMetrics`) reported by the trials that reported using this checkpoint
@@ -145,7 +154,7 @@ class Checkpoint(MasterBound):
         model_name: Optional[str] = None,
     ) -> "Checkpoint":
         metrics = data.get("validation_metrics") or {}
-        return cls(
+        checkpoint = cls(
             data["uuid"],
             experiment_config,
             data["experiment_id"],
@@ -168,6 +177,8 @@ class Checkpoint(MasterBound):
             storage=data.get("storage"),
             _session=session,
         )
+        checkpoint._json = dict(data)
+        return checkpoint
 
     def __repr__(self) -> str:
         return f"Checkpoint(uuid={self.uuid!r}, trial_id={self.trial_id}, batch_number={self.batch_number})"
@@ -205,7 +216,7 @@ class Checkpoint(MasterBound):
         # download the same checkpoint to the same path at once (each rank of a trial, say) never read a file
         # another one is still writing.
         local.parent.mkdir(parents=True, exist_ok=True)
-        staging = local.parent / f".{local.name}.download-{uuidlib.uuid4().hex[:12]}"
+        staging = local.parent / f".{local.name}.download-{os.urandom(6).hex()}"
         staging.mkdir()
         try:
             self._download_into(staging, mode, hidden)
@@ -236,7 +247,7 @@ class Checkpoint(MasterBound):
         """The files as the master reads them from storage: clients do not get the storage's secrets."""
         import tarfile  # only here: the read commands import this module too
 
-        staging = pathlib.Path(tempfile.mkdtemp(prefix=".files-", dir=local))
+        staging = pathlib.Path(_mkdtemp(prefix=".files-", dir=local))
         try:
             with tarfile.open(fileobj=_ChunkReader(self._session.stream(f"/checkpoints/{self.uuid}/files")),
                               mode="r|") as tar:
@@ -269,7 +280,7 @@ class Checkpoint(MasterBound):
         from determined.exec._model_def import extract_model_def
 
         b64 = self._session.get(f"/experiments/{self.experiment_id}/model_def")["b64_tgz"]
-        staging = pathlib.Path(tempfile.mkdtemp(prefix=".code-", dir=local))
+        staging = pathlib.Path(_mkdtemp(prefix=".code-", dir=local))
         try:
             extract_model_def(b64, str(staging))
             os.rename(staging, local / CODE_DIR)
@@ -421,3 +432,44 @@ class _ChunkReader(io.RawIOBase):
         buffer[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+
+def sorted_checkpoints(connection: Any, master: str, checkpoints: List[Dict[str, Any]], config: Dict[str, Any],
+                       sort_by: Any, order_by: Any, max_results: Optional[int]) -> List[Checkpoint]:
+    """COMPLETED `checkpoints` sorted as Experiment/Trial.list_checkpoints say."""
+    if (sort_by is None) != (order_by is None):
+        raise UsageError("list_checkpoints() takes sort_by and order_by together, or neither (the searcher's metric "
+                         "and direction)")
+    if max_results is not None and (isinstance(max_results, bool) or not isinstance(max_results, int)
+                                    or max_results < 1):
+        raise UsageError(f"max_results must be a positive integer, not {max_results!r}")
+    completed = [c for c in checkpoints if c.get("state") == "COMPLETED"]
+    searcher = config.get("searcher") or {}
+    if sort_by is None or (isinstance(sort_by, CheckpointSortBy) and sort_by is CheckpointSortBy.SEARCHER_METRIC):
+        metric = str(searcher.get("metric"))
+        sib = bool(searcher.get("smaller_is_better", True))
+        if order_by is not None:
+            sib = enum_member(OrderBy, order_by, "order_by") is OrderBy.ASCENDING
+        ordered = _by_metric(completed, metric, sib)
+    elif isinstance(sort_by, CheckpointSortBy):
+        descending = enum_member(OrderBy, order_by, "order_by") is OrderBy.DESCENDING
+        key = sort_by.value
+        ordered = sorted(completed, key=lambda c: (c.get(key) is None, c.get(key) or 0, c["uuid"]), reverse=descending)
+    elif isinstance(sort_by, str) and sort_by:
+        ordered = _by_metric(completed, sort_by, enum_member(OrderBy, order_by, "order_by") is OrderBy.ASCENDING)
+    else:
+        raise UsageError(f"sort_by must be a CheckpointSortBy or a validation metric's name, not {sort_by!r}")
+    return [Checkpoint._from_json(c, config, connection, master) for c in ordered[:max_results]]
+
+
+def _by_metric(checkpoints: List[Dict[str, Any]], metric: str, ascending: bool) -> List[Dict[str, Any]]:
+    """Checkpoints with the metric first (best first by `ascending`), then the others by batch."""
+    ranked = _ranking.ranked(checkpoints, metric, ascending)
+    seen = {c["uuid"] for c in ranked}
+    return ranked + [c for c in checkpoints if c["uuid"] not in seen]
+
+
+def _mkdtemp(prefix: str, dir: pathlib.Path) -> str:
+    import tempfile  # only here: the read commands import this module too
+
+    return tempfile.mkdtemp(prefix=prefix, dir=dir)

@@ -6,76 +6,16 @@ import json
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from determined import errors
-from determined.experimental import _connect
+from determined.experimental._connect import Connection  # the one way to a master, shared by a Determined's objects
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
 
+__all__ = ["Connection", "MasterBound", "UsageError", "json_object", "parse_time", "string_list"]
+
 
 class UsageError(errors.DeterminedError, ValueError):
     """A call of the SDK with arguments that cannot work; the message says which and what to pass instead."""
-
-
-def open_session(master: Optional[str], user: Optional[str] = None) -> Session:
-    """A session to `master` (a URL), else $DET_MASTER / $DET_MASTER_ADDR, else the local data dir's master; as
-    `user` when given."""
-    return _connect.read_session(master or None, user)
-
-
-class Connection:
-    """The session of a Determined object, shared by every object it returns.
-
-    Reads and records use `session` (a master's URL, the local data dir's database, or its API in-process). What
-    makes work run (creating or activating an experiment) uses `for_work()`: with no master running on the data
-    dir, this process becomes it (an embedded master in the background, stopped at `close()` or when the process
-    exits; running trials checkpoint then, and their experiments resume when a master next runs on the data dir),
-    and every object of this Determined talks to it from then on.
-    """
-
-    def __init__(self, master: Optional[str], user: Optional[str] = None, session: Optional[Session] = None) -> None:
-        self.master = master or ""
-        self.user = user
-        self._session = session
-        self._embedded: Any = None
-
-    @property
-    def session(self) -> Session:
-        if self._session is None:
-            self._session = open_session(self.master, self.user)
-        return self._session
-
-    def for_work(self) -> Session:
-        if self.master or self._embedded is not None:
-            return self.session
-        from determined import common
-        from determined.common.api import Session as HTTPSession
-        from determined.master import embedded
-
-        data_dir = common.data_dir()
-        url = embedded.running_master_url(data_dir)
-        if url:
-            self._session = HTTPSession(url, user=self.user)
-            return self._session
-        import atexit
-
-        try:
-            self._embedded = embedded.start(data_dir)
-        except embedded.MasterAlreadyRunning:
-            url = embedded.running_master_url(data_dir)
-            if not url:
-                raise
-            self._session = HTTPSession(url, user=self.user)
-            return self._session
-        atexit.register(self.close)
-        self._session = HTTPSession(self._embedded.url, user=self.user)
-        return self._session
-
-    def close(self) -> None:
-        """Stop the master this process started, if any (its running trials checkpoint first)."""
-        master, self._embedded = self._embedded, None
-        if master is not None:
-            self._session = None
-            master.stop()
 
 
 class MasterBound:

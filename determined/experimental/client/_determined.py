@@ -2,12 +2,9 @@
 `determined.experimental.client` call on a default instance."""
 import os
 import pathlib
-import shutil
-import tempfile
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from determined import errors
-from determined.experimental import _connect
 from determined.experimental.client import _metrics
 from determined.experimental.client._checkpoint import Checkpoint
 from determined.experimental.client._common import Connection, UsageError, json_object
@@ -23,16 +20,6 @@ def _check_id(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(f"{what} must be a positive integer id, not {value!r}")
     return value
-
-
-def _http_session(url: str, user: Optional[str], cert_path: Optional[str], noverify: bool) -> Any:
-    from determined.common.api import Session
-    from determined.common.api._session import http_client, make_url
-
-    if not cert_path and not noverify:
-        return Session(url, user=user)
-    verify: Union[bool, str] = False if noverify else str(cert_path)
-    return Session(url, user=user, client=http_client(base_url=make_url(url), verify=verify))
 
 
 class Determined(WorkspaceMethods):
@@ -55,13 +42,12 @@ class Determined(WorkspaceMethods):
         if password is not None and not isinstance(password, str):
             raise UsageError("password must be a string")
         del cert_name  # the host name to check the certificate against: httpx checks the URL's host
-        self._master = _connect.configured_master(master) or ""
         if password is not None:
             user = user or os.environ.get("DET_USER") or "determined"
         elif user is None and os.environ.get("DET_USER") and os.environ.get("DET_PASS") is not None:
             user, password = os.environ["DET_USER"], os.environ["DET_PASS"]
-        session = _http_session(self._master, user, cert_path, noverify) if self._master else None
-        self._connection = Connection(self._master, user, session)
+        self._connection = Connection(master, user, cert_path=cert_path, noverify=noverify)
+        self._master = self._connection.master
         if password is not None:
             self._session.login(user, password, make_default=False)
 
@@ -127,27 +113,17 @@ class Determined(WorkspaceMethods):
         (plus the files or directories `includes`), activated. With no master running on the local data dir,
         this process becomes it: the experiment runs in the background until it ends, `close()` is called, or
         the process exits (then its trials checkpoint, and it resumes when a master next runs there).
-        `template`: the name of a config template stored on the master, merged under `config`."""
+        `template`: the name of a config template stored on the master, merged under `config`. What is uploaded
+        follows `det experiment create`'s rules (client/_submit.py, staged_model_dir): `.detignore` honoured, a
+        symbolic link to a file included by its content."""
         from determined import config as det_config
-        from determined.common import context as det_context
+        from determined.experimental.client._submit import submit_experiment
 
         raw = det_config.config_from(str(config) if isinstance(config, pathlib.Path) else config)
-        body: Dict[str, Any] = {"config": raw, "activate": True}
-        if template is not None:
-            body["template"] = template
-        else:
-            det_config.load_experiment_config(raw)  # nothing is sent for a config that cannot run
         if project_id is not None:
-            body["project_id"] = _check_id(project_id, "project_id")
-        staging = _context_dir(model_dir, includes)
-        try:
-            if template is None:  # with a template, the master checks the merged config
-                det_context.check_entrypoint(staging, raw.get("entrypoint"))
-            body["model_definition"] = det_context.pack_model_dir_b64(staging)
-        finally:
-            if staging != model_dir:
-                shutil.rmtree(staging, ignore_errors=True)
-        exp = self._connection.for_work().post("/experiments", body)["experiment"]
+            _check_id(project_id, "project_id")
+        exp = submit_experiment(self._connection, raw, model_dir, includes=includes, template=template,
+                                project_id=project_id)
         return Experiment(exp["id"], self._master, _session=self._connection)._update(exp)
 
     def get_experiment(self, experiment_id: int) -> Experiment:
@@ -286,33 +262,3 @@ class Determined(WorkspaceMethods):
             for label in m.get("labels") or []:
                 counts[label] = counts.get(label, 0) + 1
         return sorted(counts, key=lambda label: (-counts[label], label))
-
-
-def _context_dir(model_dir: Optional[str], includes: Optional[Sequence[str]]) -> str:
-    """`model_dir` itself, or a temporary directory with its files and each of `includes` at the top."""
-    if model_dir is not None and not os.path.isdir(model_dir):
-        raise UsageError(f"model_dir {model_dir!r} is not a directory")
-    if includes is not None and (isinstance(includes, str) or not all(isinstance(p, (str, os.PathLike))
-                                                                       for p in includes)):
-        raise UsageError("includes must be a list of paths")
-    if model_dir is not None and not includes:
-        return model_dir
-    staging = tempfile.mkdtemp(prefix="det-context-")
-    try:
-        if model_dir is not None:
-            shutil.copytree(model_dir, staging, dirs_exist_ok=True, symlinks=True)
-        for path in includes or []:
-            source = pathlib.Path(path)
-            if not source.exists():
-                raise UsageError(f"includes: {str(path)!r} does not exist")
-            target = pathlib.Path(staging) / source.resolve().name
-            if target.exists():
-                raise UsageError(f"includes: {source.name!r} is already in the model directory (or included twice)")
-            if source.is_dir():
-                shutil.copytree(source, target, symlinks=True)
-            else:
-                shutil.copy2(source, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return staging

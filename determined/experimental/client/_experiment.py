@@ -2,23 +2,24 @@
 checkpoints."""
 from __future__ import annotations
 
-import base64
 import pathlib
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined import errors
 from determined.experimental.client import _ranking
-from determined.experimental.client._checkpoint import Checkpoint
+from determined.experimental.client._checkpoint import Checkpoint, sorted_checkpoints
 from determined.experimental.client._common import Connection, MasterBound, UsageError
 from determined.experimental.client._enums import (CheckpointSortBy, ExperimentState, OrderBy, TrialSortBy, member,
                                                    state_of)
+from determined.experimental.client._names import check_name, project_by_name, workspace_by_name
 from determined.experimental.client._trial import Trial
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
 
 TERMINAL = ("COMPLETED", "CANCELED", "ERROR", "DELETED")
+GC_SETTINGS = ("save_experiment_best", "save_trial_best", "save_trial_latest")
 
 
 class Experiment(MasterBound):
@@ -40,11 +41,13 @@ class Experiment(MasterBound):
         self.owner: Optional[str] = None
         self.project_id: Optional[int] = None
         self.workspace_id: Optional[int] = None
+        self._json: Optional[Dict[str, Any]] = None
 
     def __repr__(self) -> str:
         return f"Experiment(id={self.id})"
 
     def _update(self, e: Dict[str, Any]) -> "Experiment":
+        self._json = dict(e)
         self.config = e.get("config")
         self.state = state_of(ExperimentState, e.get("state"))
         self.name = e.get("name")
@@ -60,16 +63,41 @@ class Experiment(MasterBound):
 
     def reload(self) -> None:
         """Read the experiment's state and settings again from the master."""
-        self._update(self._session.get(f"/experiments/{self.id}")["experiment"])
+        self._describe()
+
+    def _describe(self) -> List[Dict[str, Any]]:
+        """Read the experiment again; the records of its trials, by id."""
+        answer = self._session.get(f"/experiments/{self.id}")
+        self._update(answer["experiment"])
+        return list(answer["trials"])
+
+    def to_json(self) -> Dict[str, Any]:
+        """The master's record of the experiment as of the last read (read now if never): id, state, config,
+        progress, owner, labels, searcher_metric, ... (what `det experiment list --json` prints)."""
+        if self._json is None:
+            self.reload()
+        return dict(self._json or {})
+
+    def describe(self, checkpoints: bool = False) -> Dict[str, Any]:
+        """The experiment's record read now, with the records of its trials under "trials" and, with
+        `checkpoints`, those of its checkpoints (every state, by id) under "checkpoints"."""
+        trials = self._describe()
+        out = {**(self._json or {}), "trials": trials}
+        if checkpoints:
+            out["checkpoints"] = self.checkpoints_json()
+        return out
+
+    def get_config(self) -> Dict[str, Any]:
+        """The experiment's config as the master stores it (with the defaults filled in), read now."""
+        return self._config()
 
     def move_to_project(self, workspace_name: str, project_name: str) -> None:
         """Move the experiment to the project `project_name` of workspace `workspace_name` (its owner or an admin;
         not into an archived one); sets `project_id` and `workspace_id`."""
-        from determined.experimental.client._workspace import Workspace
-
-        project = Workspace(self._session, workspace_name=workspace_name).get_project(project_name)
-        self._session.post(f"/experiments/{self.id}/move", {"project_id": project.id})
-        self.project_id, self.workspace_id = project.id, project.workspace_id
+        workspace = workspace_by_name(self._session, check_name(workspace_name, "workspace_name"))
+        project = project_by_name(self._session, workspace["id"], project_name, workspace["name"])
+        self._session.post(f"/experiments/{self.id}/move", {"project_id": project["id"]})
+        self.project_id, self.workspace_id = project["id"], project.get("workspace_id")
 
     def _config(self) -> Dict[str, Any]:
         self.reload()
@@ -105,11 +133,12 @@ class Experiment(MasterBound):
     def unarchive(self) -> None:
         self._post("unarchive")
 
-    def delete(self) -> None:
+    def delete(self) -> List[str]:
         """Delete an ended experiment with its checkpoints (files too), metrics and logs (not while one of its
-        checkpoints is a version in the model registry)."""
-        self._session.delete(f"/experiments/{self.id}")
+        checkpoints is a version in the model registry); returns the uuids of the checkpoints deleted."""
+        answer = self._session.delete(f"/experiments/{self.id}") or {}
         self.state = ExperimentState.DELETED
+        return list(answer.get("deleted_checkpoints") or [])
 
     def wait(self, interval: float = 5.0) -> ExperimentState:
         """Wait until the experiment ends (COMPLETED, CANCELED, ERROR, DELETED) and return that state; polls every
@@ -157,20 +186,76 @@ class Experiment(MasterBound):
         self.reload()
         self._patch({"labels": [x for x in self.labels or [] if x != label]})
 
-    def delete_tensorboard_files(self) -> None:
+    def _set_resources(self, field: str, value: Any) -> None:
+        self._patch({"resources": {field: value}})
+
+    def set_max_slots(self, max_slots: Optional[int]) -> None:
+        """The most slots the experiment may use at once (None: no limit)."""
+        self._set_resources("max_slots", max_slots)
+
+    def set_weight(self, weight: float) -> None:
+        """The experiment's share of the slots under fair share."""
+        self._set_resources("weight", weight)
+
+    def set_priority(self, priority: int) -> None:
+        """The experiment's priority (1 to 99; lower runs first)."""
+        self._set_resources("priority", priority)
+
+    def _gc_policy(self, settings: Dict[str, Optional[int]]) -> Dict[str, int]:
+        policy = {k: v for k, v in settings.items() if v is not None}
+        for name, value in policy.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageError(f"{name} must be a number of checkpoints (0 or more), not {value!r}")
+        if not policy:
+            raise UsageError(f"give at least one of {', '.join(GC_SETTINGS)}")
+        return policy
+
+    def preview_gc_policy(self, save_experiment_best: Optional[int] = None, save_trial_best: Optional[int] = None,
+                          save_trial_latest: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The records of the checkpoints that checkpoint GC would delete under these settings (a setting left None
+        stays the experiment's own); nothing changes."""
+        policy = self._gc_policy({"save_experiment_best": save_experiment_best, "save_trial_best": save_trial_best,
+                                  "save_trial_latest": save_trial_latest})
+        return list(self._session.get(f"/experiments/{self.id}/preview_gc", policy)["delete"])
+
+    def set_gc_policy(self, save_experiment_best: Optional[int] = None, save_trial_best: Optional[int] = None,
+                      save_trial_latest: Optional[int] = None) -> List[str]:
+        """Change which checkpoints GC keeps (a setting left None stays as it is); the checkpoints the new settings
+        do not keep are deleted now. Returns their uuids."""
+        policy = self._gc_policy({"save_experiment_best": save_experiment_best, "save_trial_best": save_trial_best,
+                                  "save_trial_latest": save_trial_latest})
+        answer = self._session.patch(f"/experiments/{self.id}", {"checkpoint_storage": policy})
+        if answer.get("experiment"):
+            self._update(answer["experiment"])
+        return list(answer.get("deleted") or [])
+
+    def delete_tensorboard_files(self) -> bool:
         """Delete the TensorBoard event files of this experiment's trials (`det tensorboard start` writes them again
-        from the master's metrics)."""
-        self._session.delete(f"/experiments/{self.id}/tensorboard-files")
+        from the master's metrics); False when there were none."""
+        answer = self._session.delete(f"/experiments/{self.id}/tensorboard-files") or {}
+        return bool(answer.get("deleted"))
+
+    def get_model_definition(self) -> bytes:
+        """The experiment's model definition, as a .tgz archive."""
+        import base64
+
+        return base64.b64decode(self._session.get(f"/experiments/{self.id}/model_def")["b64_tgz"])
 
     def download_code(self, output_dir: Optional[str] = None) -> str:
         """Save the experiment's model definition as `exp-<id>_model_def.tar.gz` in `output_dir` (default: the
         current directory); returns the file's path."""
-        b64 = self._session.get(f"/experiments/{self.id}/model_def")["b64_tgz"]
+        data = self.get_model_definition()
         folder = pathlib.Path(output_dir).expanduser() if output_dir else pathlib.Path(".")
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"exp-{self.id}_model_def.tar.gz"
-        path.write_bytes(base64.b64decode(b64))
+        path.write_bytes(data)
         return str(path)
+
+    def checkpoints_json(self, states: Optional[List[str]] = None) -> List[Dict[str, Any]]:
+        """The records of the experiment's checkpoints (every state, or those of `states`), by id: for tables and
+        JSON output (`list_checkpoints` gives Checkpoint objects)."""
+        params = {"states": list(states)} if states else None
+        return list(self._session.get(f"/experiments/{self.id}/checkpoints", params)["checkpoints"])
 
     # ------------------------------------------------------------ trials
 
@@ -183,7 +268,7 @@ class Experiment(MasterBound):
                     limit: Optional[int] = None) -> Iterator[Trial]:
         key = member(TrialSortBy, sort_by, "sort_by").value
         descending = member(OrderBy, order_by, "order_by") is OrderBy.DESCENDING
-        trials = self._session.get(f"/experiments/{self.id}")["trials"]
+        trials = self._describe()
         present = [t for t in trials if t.get(key) is not None]
         present.sort(key=lambda t: (t[key], t["id"]), reverse=descending)
         ordered = present + [t for t in trials if t.get(key) is None]  # unknown values last either way
@@ -214,7 +299,7 @@ class Experiment(MasterBound):
         `max_results`."""
         config = self._config()
         checkpoints = self._session.get(f"/experiments/{self.id}/checkpoints", {"states": "COMPLETED"})["checkpoints"]
-        return list_checkpoints(self._connection, self._master, checkpoints, config, sort_by, order_by, max_results)
+        return sorted_checkpoints(self._connection, self._master, checkpoints, config, sort_by, order_by, max_results)
 
     def top_checkpoint(self, sort_by: Optional[str] = None, smaller_is_better: Optional[bool] = None) -> Checkpoint:
         """The checkpoint with the best validation metric (`sort_by`, default the searcher's metric)."""
@@ -240,38 +325,4 @@ class Experiment(MasterBound):
 
 
 ExperimentReference = Experiment  # the 0.13 name
-
-
-def list_checkpoints(connection: Connection, master: str, checkpoints: List[Dict[str, Any]], config: Dict[str, Any],
-                     sort_by: Any, order_by: Any, max_results: Optional[int]) -> List[Checkpoint]:
-    """COMPLETED `checkpoints` sorted as Experiment/Trial.list_checkpoints say."""
-    if (sort_by is None) != (order_by is None):
-        raise UsageError("list_checkpoints() takes sort_by and order_by together, or neither (the searcher's metric "
-                         "and direction)")
-    if max_results is not None and (isinstance(max_results, bool) or not isinstance(max_results, int)
-                                    or max_results < 1):
-        raise UsageError(f"max_results must be a positive integer, not {max_results!r}")
-    completed = [c for c in checkpoints if c.get("state") == "COMPLETED"]
-    searcher = config.get("searcher") or {}
-    if sort_by is None or (isinstance(sort_by, CheckpointSortBy) and sort_by is CheckpointSortBy.SEARCHER_METRIC):
-        metric = str(searcher.get("metric"))
-        sib = bool(searcher.get("smaller_is_better", True))
-        if order_by is not None:
-            sib = member(OrderBy, order_by, "order_by") is OrderBy.ASCENDING
-        ordered = _by_metric(completed, metric, sib)
-    elif isinstance(sort_by, CheckpointSortBy):
-        descending = member(OrderBy, order_by, "order_by") is OrderBy.DESCENDING
-        key = sort_by.value
-        ordered = sorted(completed, key=lambda c: (c.get(key) is None, c.get(key) or 0, c["uuid"]), reverse=descending)
-    elif isinstance(sort_by, str) and sort_by:
-        ordered = _by_metric(completed, sort_by, member(OrderBy, order_by, "order_by") is OrderBy.ASCENDING)
-    else:
-        raise UsageError(f"sort_by must be a CheckpointSortBy or a validation metric's name, not {sort_by!r}")
-    return [Checkpoint._from_json(c, config, connection, master) for c in ordered[:max_results]]
-
-
-def _by_metric(checkpoints: List[Dict[str, Any]], metric: str, ascending: bool) -> List[Dict[str, Any]]:
-    """Checkpoints with the metric first (best first by `ascending`), then the others by batch."""
-    ranked = _ranking.ranked(checkpoints, metric, ascending)
-    seen = {c["uuid"] for c in ranked}
-    return ranked + [c for c in checkpoints if c["uuid"] not in seen]
+Trial._experiment_class = Experiment  # Trial.get_experiment (this module imports _trial, never the other way)

@@ -48,10 +48,17 @@ def check_group(group: Any) -> str:
     return group
 
 
+def trial_metric_records(session: Session, trial_id: int, group: str) -> List[Dict[str, Any]]:
+    """The records of the reports of `group` the trial made (steps_completed, metrics, end_time, ...), by
+    steps_completed."""
+    if not isinstance(group, str) or not group:
+        raise UsageError(f"group must be a metric group's name (e.g. 'training', 'validation'), not {group!r}")
+    return list(session.get(f"/trials/{trial_id}/metrics", {"group": group})["metrics"])
+
+
 def trial_metrics(session: Session, trial_id: int, group: str) -> Iterator[TrialMetrics]:
     """The metrics of `group` the trial reported, by steps_completed."""
-    answer = session.get(f"/trials/{trial_id}/metrics", {"group": check_group(group)})
-    for m in answer["metrics"]:
+    for m in trial_metric_records(session, trial_id, check_group(group)):
         yield _from_answer(trial_id, group, m)
 
 

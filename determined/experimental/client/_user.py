@@ -18,11 +18,19 @@ class User:
         self.display_name: Optional[str] = None
         self.remote = False
         self._connection = _connection
+        self._json: Optional[Dict[str, Any]] = None
 
     @classmethod
     def _from_json(cls, data: Dict[str, Any], connection: Connection) -> "User":
-        return cls(int(data["id"]), data["username"], bool(data.get("admin")), bool(data.get("active", True)),
+        user = cls(int(data["id"]), data["username"], bool(data.get("admin")), bool(data.get("active", True)),
                    connection)
+        user._json = dict(data)
+        return user
+
+    def to_json(self) -> Dict[str, Any]:
+        """The master's record of the user as of the last read (id, username, admin, active, ...)."""
+        return dict(self._json) if self._json is not None else {"id": self.user_id, "username": self.username,
+                                                                 "admin": self.admin, "active": self.active}
 
     def __repr__(self) -> str:
         return f"User(username={self.username!r}, admin={self.admin}, active={self.active})"
@@ -31,6 +39,7 @@ class User:
         if self._connection is None:
             raise UsageError("this User is not bound to a master; get it from Determined().get_user_by_name()")
         data = self._connection.session.patch(f"/users/{self.username}", body)["user"]
+        self._json = dict(data)
         self.admin, self.active = bool(data.get("admin")), bool(data.get("active", True))
 
     def reload(self) -> None:
@@ -38,6 +47,7 @@ class User:
             raise UsageError("this User is not bound to a master; get it from Determined().get_user_by_name()")
         for u in self._connection.session.get("/users")["users"]:
             if u["username"] == self.username:
+                self._json = dict(u)
                 self.admin, self.active = bool(u.get("admin")), bool(u.get("active", True))
 
     def activate(self) -> None:
@@ -47,7 +57,16 @@ class User:
         self._patch({"active": False})
 
     def change_password(self, new_password: str) -> None:
+        """Set the user's password (yours, or anyone's as an admin). The change revokes the user's tokens: when
+        it is the user this client acts as, the client logs in again with the new password (caching the token as
+        `det user login` does, without making the user the default one)."""
+        if self._connection is None:
+            raise UsageError("this User is not bound to a master; get it from Determined().get_user_by_name()")
+        session = self._connection.session
+        myself = session.username() == self.username
         self._patch({"password": new_password})
+        if myself:
+            session.login(self.username, new_password, make_default=False)
 
     def change_admin(self, admin: bool) -> None:
         self._patch({"admin": bool(admin)})

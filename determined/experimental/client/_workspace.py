@@ -9,38 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from determined import errors
 from determined.experimental.client._common import UsageError
+from determined.experimental.client._experiment import ExperimentReference
+from determined.experimental.client._names import check_id as _check_id
+from determined.experimental.client._names import check_name as _check_name
+from determined.experimental.client._names import project_by_name, workspace_by_name
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
-    from determined.experimental.client._experiment import ExperimentReference
-
-
-def _check_name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"{what} must be a non-empty string, not {value!r}")
-    return value
-
-
-def _check_id(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{what} must be a positive integer id, not {value!r}")
-    return value
-
-
-def _workspace_by_name(session: Session, name: str) -> Dict[str, Any]:
-    found = session.get("/workspaces", {"name": name})["workspaces"]
-    if not found:
-        names = [w["name"] for w in session.get("/workspaces")["workspaces"]]
-        raise errors.NotFoundError(404, f"workspace {name!r} not found; the workspaces are: "
-                                        f"{', '.join(map(repr, names))}")
-    return found[0]  # type: ignore[no-any-return]
 
 
 def workspace_id_of(session: Session, name: Any, what: str = "workspace_name") -> int:
     """The id of the workspace named `name` (a NotFoundError naming those that exist if none)."""
-    return int(_workspace_by_name(session, _check_name(name, what))["id"])
+    return int(workspace_by_name(session, _check_name(name, what))["id"])
 
 
 class Project:
@@ -88,11 +69,9 @@ class Project:
         self._hydrate(self._session.get(f"/projects/{self.id}")["project"])
 
     def list_experiments(self) -> List[ExperimentReference]:
-        """The experiments of this project, by id."""
-        from determined.experimental.client._experiment import ExperimentReference
-
+        """The experiments of this project, by id (each with the master's record of it: `to_json()`)."""
         rows = self._session.get(f"/projects/{self.id}/experiments")["experiments"]
-        return [ExperimentReference(e["id"], _session=self._session) for e in rows]
+        return [ExperimentReference(e["id"], _session=self._session)._update(e) for e in rows]
 
     def _patch(self, body: Dict[str, Any]) -> None:
         self._hydrate(self._session.patch(f"/projects/{self.id}", body)["project"])
@@ -123,6 +102,14 @@ class Project:
         notes.pop(found[0])
         self.notes = list(self._session.request("PUT", f"/projects/{self.id}/notes", json={"notes": notes})["notes"])
 
+    def get_workspace(self) -> "Workspace":
+        """The workspace of this project, read now."""
+        if self.workspace_id is None:
+            self.reload()
+        workspace = Workspace(self._session, workspace_id=self.workspace_id)
+        workspace.reload()
+        return workspace
+
     def archive(self) -> None:
         """Archive the project: it takes no new experiments until unarchived."""
         self._hydrate(self._session.post(f"/projects/{self.id}/archive")["project"])
@@ -149,7 +136,7 @@ class Workspace:
         self.immutable: Optional[bool] = None
         self.name: Optional[str] = workspace_name
         if workspace_id is None:
-            data = _workspace_by_name(session, _check_name(workspace_name, "workspace_name"))
+            data = workspace_by_name(session, _check_name(workspace_name, "workspace_name"))
             self.id: int = data["id"]
             self._hydrate(data)
         else:
@@ -182,13 +169,8 @@ class Workspace:
 
     def get_project(self, project_name: str) -> Project:
         """The project of this workspace named `project_name` (a NotFoundError naming those it has if none)."""
-        _check_name(project_name, "project_name")
-        found = self._session.get(f"/workspaces/{self.id}/projects", {"name": project_name})["projects"]
-        if not found:
-            names = [p["name"] for p in self._session.get(f"/workspaces/{self.id}/projects")["projects"]]
-            raise errors.NotFoundError(404, f"project {project_name!r} not found in workspace {self.name or self.id!r}; "
-                                       f"its projects are: {', '.join(map(repr, names)) or 'none'}")
-        return Project._from_json(found[0], self._session)
+        return Project._from_json(project_by_name(self._session, self.id, project_name, self.name or self.id),
+                                  self._session)
 
     def list_projects(self) -> List[Project]:
         """The projects of this workspace, by id."""

@@ -42,14 +42,14 @@ def _session_of(client: Any) -> Any:
     from determined.experimental import _connect
 
     if client is None:
-        return _connect.record_session()
+        return _connect.Connection(local_reads=False).session
     connection = getattr(client, "_connection", None)
     if connection is None:
         raise errors.DeterminedError(f"core_v2.init(client=...): expected a Determined client object, got "
                                      f"{type(client).__name__}")
     if connection.master:
         return connection.session
-    return _connect.record_session(None, connection.user)
+    return _connect.Connection(None, connection.user, local_reads=False).session
 
 
 def init_context(

@@ -27,7 +27,15 @@ CHUNK = 1 << 20
 _DONE = object()
 
 
-@router.get("/checkpoints/{uuid}/files")
+class TarResponse(StreamingResponse):
+    """A streamed tar archive."""
+
+    media_type = "application/x-tar"
+
+
+@router.get("/checkpoints/{uuid}/files", response_class=TarResponse,
+            responses={200: {"description": "The checkpoint's files as an uncompressed tar archive.",
+                             "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}})
 def checkpoint_files(request: Request, uuid: str) -> StreamingResponse:
     """The checkpoint's files as an uncompressed tar archive (paths relative to the checkpoint's directory)."""
     master = master_of(request)

@@ -5,6 +5,7 @@ from fastapi import APIRouter, Request
 from sqlalchemy import select
 
 from determined.master.api._deps import master_of
+from determined.master.api.schemas.cluster import ClusterSlots
 from determined.master.db import Experiment, Trial
 from determined.master.rm.base import describe_run
 from determined.master.scheduling.scheduler import slots_per_trial
@@ -12,7 +13,7 @@ from determined.master.scheduling.scheduler import slots_per_trial
 router = APIRouter()
 
 
-@router.get("/cluster/slots")
+@router.get("/cluster/slots", response_model=ClusterSlots)
 def cluster_slots(request: Request) -> Dict[str, Any]:
     """`{"total", "kind", "used", "allocations": [{allocation_id, trial_id, experiment_id, owner, slots, ...}]}`.
 

@@ -1,17 +1,20 @@
 """Experiment routes of the CLI and SDK: create, list, describe, update, activate/pause/cancel/kill, checkpoints, GC."""
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
-from fastapi import APIRouter, Body, Depends, Query, Request
-from fastapi.responses import Response
+from fastapi import APIRouter, Depends, Request
 
 from determined.config.storage import with_gc_policy
 from determined.master.lifecycle import actions, experiment_edits, protocol, states
 from determined.master.security import auth
 from determined.master.storage import gc
-from determined.master.views import reads, serialize
+from determined.master.views import serialize
 from determined.master.registry import model_registry, templates, workspaces
-from determined.master.api._deps import json_list, json_response, master_of, problems_as_http
-from determined.master.views.dbread import reader_of
+from determined.master.api._deps import master_of, problems_as_http
+from determined.master.api.schemas._base import fields_of
+from determined.master.api.schemas.experiments import (ContinueExperimentRequest, CreateExperimentRequest,
+                                                      ExperimentAnswer, ExperimentCreated, ExperimentDeleted,
+                                                      ExperimentUpdated, GcPreview, ModelDefinition, PatchExperimentRequest,
+                                                      TensorboardFilesDeleted)
 from determined.master.lifecycle.experiment import get_experiment
 from determined.master.lifecycle.model_def import decode_model_def
 from determined.master.problems import RequestProblem
@@ -19,11 +22,12 @@ from determined.master.problems import RequestProblem
 router = APIRouter()
 
 
-@router.post("/experiments")
-def create_experiment(request: Request, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+@router.post("/experiments", response_model=ExperimentCreated, response_model_exclude_unset=True)
+def create_experiment(request: Request, request_body: CreateExperimentRequest) -> Dict[str, Any]:
     master = master_of(request)
+    body = fields_of(request_body)
     with problems_as_http():
-        if isinstance(body, dict) and body.get("unmanaged") is not None and body.get("unmanaged") is not False:
+        if body.get("unmanaged") is not None and body.get("unmanaged") is not False:
             from determined.master.api.unmanaged import create_unmanaged_experiment
 
             return create_unmanaged_experiment(request, body)  # a script run outside the platform (core_v2)
@@ -64,19 +68,6 @@ def slots_per_trial_from(config: Dict[str, Any]) -> int:
     return int(actions.config_value(config, "resources", "slots_per_trial", default=1))
 
 
-@router.get("/experiments")
-def list_experiments(request: Request) -> Response:
-    """`{"experiments": [<experiment>...]}`; an experiment that cannot be shown is left out and named in `omitted`."""
-    with master_of(request).read() as s:
-        return json_list(*reads.experiments(reader_of(s)))
-
-
-@router.get("/experiments/{experiment_id}")
-def describe_experiment(request: Request, experiment_id: int) -> Response:
-    with problems_as_http(), master_of(request).read() as s:
-        return json_response(lambda: reads.experiment(reader_of(s), experiment_id), f"experiment {experiment_id}")
-
-
 def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]:
     master = master_of(request)
     with problems_as_http():
@@ -90,45 +81,44 @@ def _action(request: Request, experiment_id: int, action: Any) -> Dict[str, Any]
             return {"experiment": serialize.experiment(s, get_experiment(s, experiment_id))}
 
 
-@router.post("/experiments/{experiment_id}/activate", dependencies=[Depends(auth.experiment_owner_only)])
+@router.post("/experiments/{experiment_id}/activate", response_model=ExperimentAnswer,
+             dependencies=[Depends(auth.experiment_owner_only)])
 def activate(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.activate)
 
 
-@router.post("/experiments/{experiment_id}/pause", dependencies=[Depends(auth.experiment_owner_only)])
+@router.post("/experiments/{experiment_id}/pause", response_model=ExperimentAnswer,
+             dependencies=[Depends(auth.experiment_owner_only)])
 def pause(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.pause)
 
 
-@router.post("/experiments/{experiment_id}/cancel", dependencies=[Depends(auth.experiment_owner_only)])
+@router.post("/experiments/{experiment_id}/cancel", response_model=ExperimentAnswer,
+             dependencies=[Depends(auth.experiment_owner_only)])
 def cancel(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.cancel)
 
 
-@router.post("/experiments/{experiment_id}/kill", dependencies=[Depends(auth.experiment_owner_only)])
+@router.post("/experiments/{experiment_id}/kill", response_model=ExperimentAnswer,
+             dependencies=[Depends(auth.experiment_owner_only)])
 def kill(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.kill)
 
 
-@router.post("/experiments/{experiment_id}/archive", dependencies=[Depends(auth.experiment_owner_only)])
+@router.post("/experiments/{experiment_id}/archive", response_model=ExperimentAnswer,
+             dependencies=[Depends(auth.experiment_owner_only)])
 def archive(request: Request, experiment_id: int) -> Dict[str, Any]:
     """Archive an ended experiment: `det experiment list` hides it unless --all."""
     return _action(request, experiment_id, actions.archive)
 
 
-@router.post("/experiments/{experiment_id}/unarchive", dependencies=[Depends(auth.experiment_owner_only)])
+@router.post("/experiments/{experiment_id}/unarchive", response_model=ExperimentAnswer,
+             dependencies=[Depends(auth.experiment_owner_only)])
 def unarchive(request: Request, experiment_id: int) -> Dict[str, Any]:
     return _action(request, experiment_id, actions.unarchive)
 
 
-@router.get("/experiments/{experiment_id}/checkpoints")
-def experiment_checkpoints(request: Request, experiment_id: int,
-                           state_filter: Optional[List[str]] = Query(default=None, alias="states")) -> Response:
-    with problems_as_http(), master_of(request).read() as s:
-        return json_list(*reads.experiment_checkpoints(reader_of(s), experiment_id, state_filter))
-
-
-@router.get("/experiments/{experiment_id}/preview_gc")
+@router.get("/experiments/{experiment_id}/preview_gc", response_model=GcPreview)
 def preview_gc(request: Request, experiment_id: int, save_experiment_best: Optional[str] = None,
                save_trial_best: Optional[str] = None, save_trial_latest: Optional[str] = None) -> Dict[str, Any]:
     """What GC would delete and keep under the given settings (a setting left out = the experiment's own)."""
@@ -148,13 +138,16 @@ def _int_or_text(value: str) -> Any:
         return value
 
 
-@router.patch("/experiments/{experiment_id}", dependencies=[Depends(auth.experiment_owner_only)])
-def patch_experiment(request: Request, experiment_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+@router.patch("/experiments/{experiment_id}", response_model=ExperimentUpdated,
+               dependencies=[Depends(auth.experiment_owner_only)])
+def patch_experiment(request: Request, experiment_id: int,
+                     body: Optional[PatchExperimentRequest] = None) -> Dict[str, Any]:
     """Change the GC settings (`{"checkpoint_storage": {"save_*": N}}`; an ended experiment is collected at once),
     the name, description, labels, notes, and `resources` `max_slots`/`weight`/`priority`."""
     master = master_of(request)
     with problems_as_http():
-        fields = model_registry.check_body(body, ("checkpoint_storage",) + experiment_edits.FIELDS, "experiment update")
+        fields = model_registry.check_body(fields_of(body) if body is not None else None,
+                                           ("checkpoint_storage",) + experiment_edits.FIELDS, "experiment update")
         problems = experiment_edits.check_update(fields)
         if problems:
             raise RequestProblem(400, "invalid experiment update", problems)
@@ -172,13 +165,16 @@ def patch_experiment(request: Request, experiment_id: int, body: Any = Body(None
             return {"experiment": serialize.experiment(s, get_experiment(s, experiment_id)), "deleted": deleted}
 
 
-@router.post("/experiments/{experiment_id}/continue", dependencies=[Depends(auth.experiment_owner_only)])
-def continue_experiment(request: Request, experiment_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+@router.post("/experiments/{experiment_id}/continue", response_model=ExperimentAnswer,
+             dependencies=[Depends(auth.experiment_owner_only)])
+def continue_experiment(request: Request, experiment_id: int,
+                        body: Optional[ContinueExperimentRequest] = None) -> Dict[str, Any]:
     """Continue an ended single/random/grid experiment (`{"override_config": {...}}`, single only): its trials
     that did not complete train on from their latest checkpoint."""
     master = master_of(request)
     with problems_as_http():
-        fields = model_registry.check_body(body, ("override_config",), "continue")
+        fields = model_registry.check_body(fields_of(body) if body is not None else None, ("override_config",),
+                                           "continue")
         with master.write() as s:
             exp = experiment_edits.continue_experiment(s, experiment_id, fields.get("override_config"),
                                                        str(master.data_dir))
@@ -189,7 +185,8 @@ def continue_experiment(request: Request, experiment_id: int, body: Any = Body(N
             return {"experiment": serialize.experiment(s, exp)}
 
 
-@router.delete("/experiments/{experiment_id}", dependencies=[Depends(auth.experiment_owner_only)])
+@router.delete("/experiments/{experiment_id}", response_model=ExperimentDeleted,
+               dependencies=[Depends(auth.experiment_owner_only)])
 def delete_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
     """Delete an ended experiment, its checkpoints' files and everything it stored (refused while a checkpoint of
     it is a registered model version)."""
@@ -198,7 +195,7 @@ def delete_experiment(request: Request, experiment_id: int) -> Dict[str, Any]:
     return {"deleted_checkpoints": deleted}
 
 
-@router.delete("/experiments/{experiment_id}/tensorboard-files",
+@router.delete("/experiments/{experiment_id}/tensorboard-files", response_model=TensorboardFilesDeleted,
                dependencies=[Depends(auth.experiment_owner_only)])
 def delete_tensorboard_files(request: Request, experiment_id: int) -> Dict[str, Any]:
     """Remove the TensorBoard event files of the experiment's trials (its owner or an admin)."""
@@ -207,7 +204,7 @@ def delete_tensorboard_files(request: Request, experiment_id: int) -> Dict[str, 
     return {"deleted": tensorboard.delete_event_files(master_of(request).data_dir, experiment_id)}
 
 
-@router.get("/experiments/{experiment_id}/model_def")
+@router.get("/experiments/{experiment_id}/model_def", response_model=ModelDefinition)
 def model_def(request: Request, experiment_id: int) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
         return protocol.model_def_answer(get_experiment(s, experiment_id))

@@ -16,13 +16,15 @@ from determined.config import canonical_hparams, dotted, flat_hparams, hparam_le
 from determined.master.insights import curves, importance, kept_curves
 from determined.master.views import model_files, serialize
 from determined.master.api._deps import master_of, problems_as_http
+from determined.master.api.schemas.insights import (ExperimentMetrics, HyperparameterImportance, ModelFiles,
+                                                   SearcherProgress)
 from determined.master.db import Experiment, SearcherOperation, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.lifecycle.experiment import get_experiment, load_searcher, trials_of
 
 router = APIRouter()
 
 
-@router.get("/experiments/{experiment_id}/metrics")
+@router.get("/experiments/{experiment_id}/metrics", response_model=ExperimentMetrics)
 def experiment_metrics(request: Request, experiment_id: int,
                        max_points: Optional[str] = Query(None, max_length=32)) -> Response:
     """Every trial's metrics by group (`training`, `validation`: `[{"steps_completed", "end_time", "metrics"}]`),
@@ -100,7 +102,7 @@ def _maybe_gzip(request: Request, body: bytes) -> Response:
     return Response(body, media_type="application/json", headers={"Vary": "Accept-Encoding"})
 
 
-@router.get("/experiments/{experiment_id}/model_files")
+@router.get("/experiments/{experiment_id}/model_files", response_model=ModelFiles)
 def experiment_model_files(request: Request, experiment_id: int) -> Dict[str, Any]:
     """The files of the experiment's model definition: `{"files": [{"path", "size", "text"}], "truncated"}`
     (`text` null for binary or big files; determined/master/views/model_files.py)."""
@@ -132,7 +134,7 @@ def _trial_values(s: Session, exp: Experiment, metric: str, smaller_is_better: b
     return [(tid, trials[tid].hparams or {}, v) for tid, v in sorted(best.items())]
 
 
-@router.get("/experiments/{experiment_id}/hyperparameter_importance")
+@router.get("/experiments/{experiment_id}/hyperparameter_importance", response_model=HyperparameterImportance)
 def hyperparameter_importance(request: Request, experiment_id: int, metric: Optional[str] = None) -> Dict[str, Any]:
     """`{"metric", "smaller_is_better", "num_trials", "importance": {hparam: share}, "method"}`: for each searched
     hyperparameter, the share of the variance of the trials' best `metric` (default: the searcher metric) it
@@ -213,7 +215,8 @@ def _rungs_by_length(s: Session, trials: List[Trial]) -> List[Dict[str, Any]]:
             for i, length in enumerate(sorted(by_length))]
 
 
-@router.get("/experiments/{experiment_id}/searcher_progress")
+@router.get("/experiments/{experiment_id}/searcher_progress", response_model=SearcherProgress,
+            response_model_exclude_unset=True)
 def searcher_progress(request: Request, experiment_id: int) -> Dict[str, Any]:
     """`{"name", "unit", "progress", "trials_by_state", "brackets": [{"rungs": [{"index", "length", "reported":
     [{"trial_id", "metric", "promoted"}], "in_progress": [trial ids], "promoted"}]}]}`; lengths in the searcher's

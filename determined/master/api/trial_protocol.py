@@ -1,9 +1,8 @@
 """Routes a trial process uses: pull its context and operations, report metrics, checkpoints and exits."""
 import asyncio
-import json
 from typing import Any, Callable, Dict
 
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -13,6 +12,14 @@ from determined.master.lifecycle import allocations, protocol
 from determined.master.security import auth
 from determined.master.registry import trial_sources
 from determined.master.api._deps import http_error, master_of, problems_as_http
+from determined.master.api.schemas._base import Empty, fields_of
+from determined.master.api.schemas.trial_protocol import (BestValidation, CheckpointReport, CompletedOperation,
+                                                         CompletedOperationAnswer, EarlyExit, GroupMetricsReport,
+                                                         PreemptionSignal, ProgressReport, RunMetadata,
+                                                         RunMetadataUpdate, RunnerStatus, SearcherOperation,
+                                                         SourceInfoReport, TrainingMetricsBody, TrialContext,
+                                                         TrialSourceInfoAnswer, ValidationMetricsReport,
+                                                         ValidationReported)
 from determined.master.problems import RequestProblem
 from determined.master.db import TrainingMetrics, Trial, ValidationMetrics
 from determined.master.lifecycle.experiment import get_trial
@@ -50,7 +57,7 @@ def _replacing(table: Any, handler: Callable[[Session, Trial, Dict[str, Any]], D
     return report
 
 
-@router.get("/trials/{trial_id}/context")
+@router.get("/trials/{trial_id}/context", response_model=TrialContext, response_model_exclude_unset=True)
 def trial_context(request: Request, trial_id: int, with_model_def: bool = False,
                   with_operation: bool = False) -> Dict[str, Any]:
     """The trial's context; its config's secrets only for the trial's own process (config/redaction.py).
@@ -71,36 +78,24 @@ def trial_context(request: Request, trial_id: int, with_model_def: bool = False,
     return _read(request, trial_id, answer)
 
 
-@router.get("/trials/{trial_id}/searcher/operation")
+@router.get("/trials/{trial_id}/searcher/operation", response_model=SearcherOperation,
+            response_model_exclude_unset=True)
 def searcher_operation(request: Request, trial_id: int) -> Dict[str, Any]:
     return _read(request, trial_id, protocol.next_operation)
 
 
-@router.post("/trials/{trial_id}/searcher/completed_operation")
-def completed_operation(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    return _write(request, trial_id, body, protocol.complete_operation, wake=WAKE_IF_NEEDED)
+@router.post("/trials/{trial_id}/searcher/completed_operation", response_model=CompletedOperationAnswer,
+             response_model_exclude_unset=True)
+def completed_operation(request: Request, trial_id: int, body: CompletedOperation) -> Dict[str, Any]:
+    return _write(request, trial_id, fields_of(body), protocol.complete_operation, wake=WAKE_IF_NEEDED)
 
 
-_OBJECT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["steps_completed"], "properties": {
-        "steps_completed": {"type": "integer", "minimum": 0}, "metrics": {"type": "object"},
-        "batch_metrics": {"type": "array", "items": {"type": "object"}}}}}}}}
-
-
-async def _json_object(request: Request) -> Dict[str, Any]:
-    try:
-        body = json.loads(await request.body())
-    except (ValueError, RecursionError):
-        body = None
-    if not isinstance(body, dict):
-        raise http_error(RequestProblem(400, "the request body must be a JSON object"))
-    return body
-
-
-@router.post("/trials/{trial_id}/training_metrics", openapi_extra=_OBJECT_BODY)
-async def training_metrics(request: Request, trial_id: int) -> Response:
+@router.post("/trials/{trial_id}/training_metrics", response_model=Empty)
+async def training_metrics(request: Request, trial_id: int, report: TrainingMetricsBody = None) -> Response:
     """The hot path: a trial's own run reports without a thread hop; reports waiting together share a commit."""
-    body = await _json_object(request)
+    if report is None:
+        raise http_error(RequestProblem(400, "the request body must be a JSON object"))
+    body = fields_of(report)
     principal = getattr(request.state, "principal", None)
     if principal is not None and principal.is_trial and principal.trial_id == trial_id:
         with problems_as_http():
@@ -117,29 +112,29 @@ async def training_metrics(request: Request, trial_id: int) -> Response:
     return Response(b"{}", media_type="application/json")
 
 
-@router.post("/trials/{trial_id}/validation_metrics")
-def validation_metrics(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    return _write(request, trial_id, body, _replacing(ValidationMetrics, protocol.report_validation),
+@router.post("/trials/{trial_id}/validation_metrics", response_model=ValidationReported)
+def validation_metrics(request: Request, trial_id: int, body: ValidationMetricsReport) -> Dict[str, Any]:
+    return _write(request, trial_id, fields_of(body), _replacing(ValidationMetrics, protocol.report_validation),
                   wake=WAKE_IF_NEEDED)
 
 
-@router.post("/trials/{trial_id}/checkpoints")
-def checkpoints(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    return _write(request, trial_id, body, protocol.report_checkpoint)
+@router.post("/trials/{trial_id}/checkpoints", response_model=Empty)
+def checkpoints(request: Request, trial_id: int, body: CheckpointReport) -> Dict[str, Any]:
+    return _write(request, trial_id, fields_of(body), protocol.report_checkpoint)
 
 
-@router.post("/trials/{trial_id}/early_exit")
-def early_exit(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
-    return _write(request, trial_id, body, protocol.early_exit)
+@router.post("/trials/{trial_id}/early_exit", response_model=Empty)
+def early_exit(request: Request, trial_id: int, body: EarlyExit) -> Dict[str, Any]:
+    return _write(request, trial_id, fields_of(body), protocol.early_exit)
 
 
-@router.get("/allocations/{allocation_id}/signals/preemption")
+@router.get("/allocations/{allocation_id}/signals/preemption", response_model=PreemptionSignal)
 def preemption(request: Request, allocation_id: str) -> Dict[str, Any]:
     with master_of(request).read() as s:
         return protocol.preemption_signal(s, allocation_id)
 
 
-@router.post("/allocations/{allocation_id}/signals/ack_preemption")
+@router.post("/allocations/{allocation_id}/signals/ack_preemption", response_model=Empty)
 def ack_preemption(request: Request, allocation_id: str) -> Dict[str, Any]:
     """The run acknowledges the preemption signal: its exit 0 then means "resume me later" (Determined 0.38)."""
     with problems_as_http(), master_of(request).write(wake=False) as s:
@@ -150,50 +145,50 @@ def ack_preemption(request: Request, allocation_id: str) -> Dict[str, Any]:
         return protocol.acknowledge_preemption(s, allocation_id)
 
 
-@router.post("/trials/{trial_id}/metrics")
-def group_metrics(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+@router.post("/trials/{trial_id}/metrics", response_model=Empty)
+def group_metrics(request: Request, trial_id: int, body: GroupMetricsReport) -> Dict[str, Any]:
     """`{group, steps_completed, metrics}`: metrics of a group other than training and validation."""
-    return _write(request, trial_id, body, protocol.report_group_metrics, wake=False)
+    return _write(request, trial_id, fields_of(body), protocol.report_group_metrics, wake=False)
 
 
-@router.post("/trials/{trial_id}/progress")
-def progress(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+@router.post("/trials/{trial_id}/progress", response_model=Empty)
+def progress(request: Request, trial_id: int, body: ProgressReport) -> Dict[str, Any]:
     """`{progress: 0..1}` (`report_progress`)."""
-    return _write(request, trial_id, body, protocol.report_progress, wake=False)
+    return _write(request, trial_id, fields_of(body), protocol.report_progress, wake=False)
 
 
-@router.post("/trials/{trial_id}/runner/metadata")
-def runner_metadata(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+@router.post("/trials/{trial_id}/runner/metadata", response_model=Empty)
+def runner_metadata(request: Request, trial_id: int, body: RunnerStatus) -> Dict[str, Any]:
     """`{state: "text"}` (`set_status`)."""
-    return _write(request, trial_id, body, protocol.set_runner_status, wake=False)
+    return _write(request, trial_id, fields_of(body), protocol.set_runner_status, wake=False)
 
 
-@router.post("/trials/{trial_id}/run_metadata")
-def set_run_metadata(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+@router.post("/trials/{trial_id}/run_metadata", response_model=RunMetadata)
+def set_run_metadata(request: Request, trial_id: int, body: RunMetadataUpdate) -> Dict[str, Any]:
     """`{metadata: {...}}` (`set_metadata`): merged into the trial's metadata."""
-    return _write(request, trial_id, body, protocol.set_run_metadata, wake=False)
+    return _write(request, trial_id, fields_of(body), protocol.set_run_metadata, wake=False)
 
 
-@router.get("/trials/{trial_id}/run_metadata")
+@router.get("/trials/{trial_id}/run_metadata", response_model=RunMetadata)
 def get_run_metadata(request: Request, trial_id: int) -> Dict[str, Any]:
     return _read(request, trial_id, protocol.run_metadata)
 
 
-@router.get("/trials/{trial_id}/searcher/best_validation")
+@router.get("/trials/{trial_id}/searcher/best_validation", response_model=BestValidation)
 def best_validation(request: Request, trial_id: int) -> Dict[str, Any]:
     """`{metric}`: the best searcher metric of the trial's experiment; 404 while there is none."""
     return _read(request, trial_id, protocol.best_searcher_validation)
 
 
-@router.delete("/trials/{trial_id}/checkpoints/{uuid}")
+@router.delete("/trials/{trial_id}/checkpoints/{uuid}", response_model=Empty)
 def delete_checkpoint(request: Request, trial_id: int, uuid: str) -> Dict[str, Any]:
     """The trial deletes one of its checkpoints (`CheckpointContext.delete`); its files are removed after this."""
     return _write(request, trial_id, {}, lambda s, trial, _body: protocol.delete_own_checkpoint(s, trial, uuid))
 
 
-@router.post("/trials/{trial_id}/source_info")
-def source_info(request: Request, trial_id: int, body: Dict[str, Any] = Body(...)) -> Dict[str, Any]:
+@router.post("/trials/{trial_id}/source_info", response_model=TrialSourceInfoAnswer)
+def source_info(request: Request, trial_id: int, body: SourceInfoReport) -> Dict[str, Any]:
     """`{checkpoint_uuid}` or `{model_id, model_version}` (and `kind`, INFERENCE by default): the trial used that
     checkpoint or model version (`core_context.experimental.report_task_using_*`); only for the trial itself (its
     own token), its experiment's owner or an admin."""
-    return _write(request, trial_id, body, trial_sources.report, wake=False)
+    return _write(request, trial_id, fields_of(body), trial_sources.report, wake=False)

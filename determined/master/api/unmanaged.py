@@ -3,13 +3,17 @@ platform creates, starts and ends (determined/master/lifecycle/unmanaged.py). Me
 routes every run uses (trial_protocol.py), sent by the experiment's owner."""
 from typing import Any, Dict, Optional
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Request
 
 from determined.master.lifecycle import actions, unmanaged
 from determined.master.security import auth
 from determined.master.registry import model_registry, workspaces
 from determined.master.views import serialize
 from determined.master.api._deps import master_of, problems_as_http
+from determined.master.api.schemas._base import fields_of
+from determined.master.api.schemas.experiments import CreateExperimentRequest, ExperimentCreated
+from determined.master.api.schemas.trials import (CreateTrialRequest, PatchTrialRequest, PutTrialRequest, RunStart,
+                                                 StartTrialRequest, TrialAnswer)
 from determined.master.lifecycle.experiment import get_experiment, get_trial
 from determined.master.problems import RequestProblem
 
@@ -62,11 +66,17 @@ def create_unmanaged_experiment(request: Request, body: Any, external_id: Option
         return {"experiment": serialize.experiment(s, exp), "created": True}
 
 
-@router.put("/experiments/by-external-id/{external_id}")
-def put_experiment(request: Request, external_id: str, body: Any = Body(None)) -> Dict[str, Any]:
+@router.put("/experiments/by-external-id/{external_id}", response_model=ExperimentCreated)
+def put_experiment(request: Request, external_id: str,
+                   body: Optional[CreateExperimentRequest] = None) -> Dict[str, Any]:
     """The unmanaged experiment of `external_id`, created when there is none (0.38's PutExperiment)."""
     with problems_as_http():
-        return create_unmanaged_experiment(request, body, external_id)
+        return create_unmanaged_experiment(request, _fields(body), external_id)
+
+
+def _fields(body: Any) -> Optional[Dict[str, Any]]:
+    """The JSON object the client sent (None: no body)."""
+    return fields_of(body) if body is not None else None
 
 
 def _create_trial(request: Request, body: Any, external_id: Optional[str]) -> Dict[str, Any]:
@@ -86,31 +96,31 @@ def _create_trial(request: Request, body: Any, external_id: Optional[str]) -> Di
         return {"trial": serialize.trials(s, exp, [trial])[0]}
 
 
-@router.post("/trials")
-def create_trial(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
+@router.post("/trials", response_model=TrialAnswer)
+def create_trial(request: Request, body: Optional[CreateTrialRequest] = None) -> Dict[str, Any]:
     """`{experiment_id, hparams, unmanaged: true}`: a new trial of an unmanaged experiment (0.38's CreateTrial)."""
     with problems_as_http():
-        return _create_trial(request, body, None)
+        return _create_trial(request, _fields(body), None)
 
 
-@router.put("/trials")
-def put_trial(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
+@router.put("/trials", response_model=TrialAnswer)
+def put_trial(request: Request, body: Optional[PutTrialRequest] = None) -> Dict[str, Any]:
     """`{create_trial_request: {...}, external_trial_id}`: that trial of the experiment, created when there is none
     (0.38's PutTrial)."""
     with problems_as_http():
-        fields = model_registry.check_body(body, ("create_trial_request", "external_trial_id"), "trial")
+        fields = model_registry.check_body(_fields(body), ("create_trial_request", "external_trial_id"), "trial")
         if "external_trial_id" not in fields:
             raise RequestProblem(400, "invalid trial", ["external_trial_id: required"])
         return _create_trial(request, fields.get("create_trial_request"), fields["external_trial_id"])
 
 
-@router.post("/trials/{trial_id}/start")
-def start_trial(request: Request, trial_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+@router.post("/trials/{trial_id}/start", response_model=RunStart)
+def start_trial(request: Request, trial_id: int, body: Optional[StartTrialRequest] = None) -> Dict[str, Any]:
     """A run of an unmanaged trial starts: `{trial_run_id}` and the trial's context (as `GET /trials/{id}/context`
     answers, with the checkpoint to continue from)."""
     master = master_of(request)
     with problems_as_http():
-        model_registry.check_body(body if body is not None else {}, ("resume", "trial_id"), "trial start")
+        model_registry.check_body(_fields(body), ("resume", "trial_id"), "trial start")
         with master.write(wake=False) as s:
             trial = get_trial(s, trial_id)
             auth.check_experiment_owner(auth.principal_of(request), get_experiment(s, trial.experiment_id),
@@ -123,12 +133,12 @@ def start_trial(request: Request, trial_id: int, body: Any = Body(None)) -> Dict
             return context
 
 
-@router.patch("/trials/{trial_id}")
-def patch_trial(request: Request, trial_id: int, body: Any = Body(None)) -> Dict[str, Any]:
+@router.patch("/trials/{trial_id}", response_model=TrialAnswer)
+def patch_trial(request: Request, trial_id: int, body: Optional[PatchTrialRequest] = None) -> Dict[str, Any]:
     """`{state}`: an unmanaged run reports its trial RUNNING, COMPLETED, ERROR or CANCELED (0.38's PatchTrial)."""
     master = master_of(request)
     with problems_as_http():
-        fields = model_registry.check_body(body if body is not None else {}, ("state", "trial_id"), "trial update")
+        fields = model_registry.check_body(_fields(body), ("state", "trial_id"), "trial update")
         with master.write(wake=False) as s:
             trial = get_trial(s, trial_id)
             exp = get_experiment(s, trial.experiment_id)

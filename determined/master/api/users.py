@@ -2,12 +2,15 @@
 import functools
 from typing import Any, Dict, Optional
 
-from fastapi import APIRouter, Body, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
 from determined.master.security import auth, login_throttle, users
 from determined.master.views import serialize
 from determined.master.api._deps import master_of, problems_as_http
+from determined.master.api.schemas._base import Empty, fields_of
+from determined.master.api.schemas.users import (CreateUserBody, LoginAnswer, LoginBody, MeAnswer, UpdateUserBody,
+                                                UserAnswer, UserList)
 from determined.master.db import User
 from determined.master.master import Master
 from determined.master.problems import RequestProblem
@@ -17,17 +20,23 @@ router = APIRouter()
 _BAD_LOGIN = "login failed: unknown username or wrong password"
 
 
-@router.post("/auth/login")
-async def login(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
+def _fields(body: Any) -> Optional[Dict[str, Any]]:
+    """The JSON object the client sent (None: no body)."""
+    return fields_of(body) if body is not None else None
+
+
+@router.post("/auth/login", response_model=LoginAnswer)
+async def login(request: Request, body: Optional[LoginBody] = None) -> Dict[str, Any]:
     """`{"username", "password"}` -> `{"token", "user", "expires_at"}`; a 401 does not say which part was wrong.
 
     Repeated failures of a user or from an address are answered 429 with Retry-After (login_throttle.py); the
     password hash runs on the master's small pool of hashing threads, never on the event loop.
     """
+    sent = _fields(body)
     with problems_as_http():
-        if not isinstance(body, dict) or not isinstance(body.get("username"), str):
+        if not isinstance(sent, dict) or not isinstance(sent.get("username"), str):
             raise RequestProblem(400, "the body must be {\"username\": \"...\", \"password\": \"...\"}")
-        username, password = body["username"], body.get("password", "")
+        username, password = sent["username"], sent.get("password", "")
         if not isinstance(password, str):
             raise RequestProblem(400, "password: must be a string")
         address = request.client.host if request.client else "unknown"
@@ -75,7 +84,7 @@ def _dummy_hash() -> str:
     return users.hash_password("not-a-password-of-anyone")
 
 
-@router.post("/auth/logout")
+@router.post("/auth/logout", response_model=Empty)
 def logout(request: Request) -> Dict[str, Any]:
     """Revoke the token of this request (a trial's token is left alone)."""
     with problems_as_http():
@@ -86,7 +95,7 @@ def logout(request: Request) -> Dict[str, Any]:
     return {}
 
 
-@router.get("/me")
+@router.get("/me", response_model=MeAnswer, response_model_exclude_unset=True)
 def me(request: Request) -> Dict[str, Any]:
     with problems_as_http():
         principal = auth.principal_of(request)
@@ -98,23 +107,23 @@ def me(request: Request) -> Dict[str, Any]:
         return {"user": answer}
 
 
-@router.get("/users")
+@router.get("/users", response_model=UserList)
 def list_users(request: Request) -> Dict[str, Any]:
     with problems_as_http(), master_of(request).read() as s:
         return {"users": [users.to_json(u) for u in users.all_users(s)]}
 
 
-@router.post("/users")
-def create_user(request: Request, body: Any = Body(None)) -> Dict[str, Any]:
+@router.post("/users", response_model=UserAnswer)
+def create_user(request: Request, body: Optional[CreateUserBody] = None) -> Dict[str, Any]:
     """Admins only: `{"username", "password"?, "admin"?}` -> `{"user"}`."""
     with problems_as_http():
         auth.check_admin(auth.principal_of(request), "create users")
         with master_of(request).write() as s:
-            return {"user": users.to_json(users.create(s, body))}
+            return {"user": users.to_json(users.create(s, _fields(body)))}
 
 
-@router.patch("/users/{username}")
-def patch_user(request: Request, username: str, body: Any = Body(None)) -> Dict[str, Any]:
+@router.patch("/users/{username}", response_model=UserAnswer)
+def patch_user(request: Request, username: str, body: Optional[UpdateUserBody] = None) -> Dict[str, Any]:
     """`password` by the user or an admin; `active` and `admin` by an admin."""
     with problems_as_http():
         principal = auth.principal_of(request)
@@ -123,5 +132,5 @@ def patch_user(request: Request, username: str, body: Any = Body(None)) -> Dict[
         with master_of(request).write() as s:
             user = users.get(s, username)
             by_self = principal.username == user.username
-            user = users.update(s, user, body, by_admin=principal.admin, by_self=by_self)
+            user = users.update(s, user, _fields(body), by_admin=principal.admin, by_self=by_self)
             return {"user": users.to_json(user)}

@@ -2,10 +2,10 @@
 
 `det experiment list` used to start the whole server stack in-process (FastAPI, SQLAlchemy, migrations, a
 login) to answer one query: seconds for a command that should feel instant. `LocalSession` answers the read
-routes (`GET` of experiments, trials, logs, checkpoints, models, workspaces, projects, master info) with the same
-code the master runs for them (determined/master/views/reads.py and workspace_reads.py, in portable SQL) over a read-only
-sqlite3 connection, and hands
-everything else (writes, other routes) to the in-process app, which it opens only then.
+routes of the read table (views/read_table.py: experiments, trials, logs, checkpoints, models, workspaces,
+projects, templates; the same entries the master serves as its GET routes, with the same parameters and answers)
+over a read-only sqlite3 connection, and the master info of a data dir; everything else (writes, other routes)
+goes to the in-process app, which it opens only then.
 
 Reading the file needs no login: who can read the data dir's database can read everything in it anyway. A
 command that names its user (`det -u USER`, `Determined(user=...)`) goes to the app, which authenticates it.
@@ -15,67 +15,16 @@ A database that is not SQLite, that does not exist yet, or whose schema is not t
 import ast
 import os
 import pathlib
-import re
 import sqlite3
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import determined
 from determined import errors
-from determined.master.views import reads, workspace_reads
-from determined.master.views.dbread import SqliteReader
 from determined.master.problems import RequestProblem
+from determined.master.views import read_table
+from determined.master.views.dbread import SqliteReader
 
 MIGRATIONS = pathlib.Path(__file__).resolve().parent.parent / "migrations" / "versions"
-
-Handler = Callable[[SqliteReader, "re.Match[str]", Dict[str, Any]], Any]
-
-
-def _one(params: Dict[str, Any], name: str, default: Any) -> Any:
-    value = params.get(name, default)
-    return value[0] if isinstance(value, (list, tuple)) and value else value
-
-
-def _many(params: Dict[str, Any], name: str) -> List[str]:
-    value = params.get(name)
-    if value is None:
-        return []
-    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
-
-
-def _int(params: Dict[str, Any], name: str, default: int) -> int:
-    value = _one(params, name, default)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise RequestProblem(400, f"{name}: expected an integer, got {value!r}") from None
-
-
-_ROUTES: List[Tuple["re.Pattern[str]", Handler]] = [
-    (re.compile(r"/experiments"), lambda db, m, p: reads.experiments(db)),
-    (re.compile(r"/experiments/(\d+)"), lambda db, m, p: reads.experiment(db, int(m[1]))),
-    (re.compile(r"/experiments/(\d+)/checkpoints"),
-     lambda db, m, p: reads.experiment_checkpoints(db, int(m[1]), _many(p, "states"))),
-    (re.compile(r"/trials/(\d+)"), lambda db, m, p: reads.trial(db, int(m[1]))),
-    (re.compile(r"/trials/(\d+)/logs"),
-     lambda db, m, p: reads.trial_logs(db, int(m[1]), _int(p, "offset", 0), _int(p, "limit", 1000))),
-    (re.compile(r"/trials/(\d+)/metrics"), lambda db, m, p: reads.trial_metrics(db, int(m[1]), _one(p, "group", ""))),
-    (re.compile(r"/trials/(\d+)/checkpoints"), lambda db, m, p: reads.trial_checkpoints(db, int(m[1]), _many(p, "states"))),
-    (re.compile(r"/checkpoints/([^/]+)"), lambda db, m, p: reads.checkpoint(db, m[1])),
-    (re.compile(r"/models"), lambda db, m, p: reads.models(
-        db, str(_one(p, "sort_by", "name")), str(_one(p, "order_by", "asc")), str(_one(p, "name", "")),
-        str(_one(p, "description", "")))),
-    (re.compile(r"/models/([^/]+)"), lambda db, m, p: reads.model(db, m[1])),
-    (re.compile(r"/workspaces"), lambda db, m, p: workspace_reads.workspaces(
-        db, str(_one(p, "name", "")), _one(p, "archived", None))),
-    (re.compile(r"/workspaces/(\d+)"), lambda db, m, p: workspace_reads.workspace(db, int(m[1]))),
-    (re.compile(r"/workspaces/(\d+)/projects"), lambda db, m, p: workspace_reads.projects(
-        db, int(m[1]), str(_one(p, "name", "")), _one(p, "archived", None))),
-    (re.compile(r"/projects"), lambda db, m, p: workspace_reads.projects(db)),
-    (re.compile(r"/projects/(\d+)"), lambda db, m, p: workspace_reads.project(db, int(m[1]))),
-    (re.compile(r"/projects/(\d+)/experiments"), lambda db, m, p: workspace_reads.project_experiments(db, int(m[1]))),
-    (re.compile(r"/templates"), lambda db, m, p: reads.templates(db)),
-    (re.compile(r"/templates/([^/]+)"), lambda db, m, p: reads.template(db, m[1])),
-]
 
 
 def head_revision() -> Optional[str]:
@@ -146,16 +95,15 @@ class LocalSession:
         if path == "/master/info":
             return True, {"version": determined.__version__, "data_dir": str(self.data_dir), "url": None, "slots": None,
                           "scheduler": False}
-        for pattern, handler in _ROUTES:
-            match = pattern.fullmatch(path)
-            if match:
-                try:
-                    answer = handler(self.reader, match, dict(params or {}))
-                    return True, answer.answer() if isinstance(answer, reads.Listing) else answer
-                except RequestProblem as e:
-                    cls = errors.NotFoundError if e.status == 404 else errors.APIError
-                    raise cls(e.status, e.message, e.problems) from None
-        return False, None
+        found = read_table.match(path)
+        if found is None:
+            return False, None
+        route, path_args = found
+        try:
+            return True, read_table.answer(self.reader, route, path_args, dict(params or {}))
+        except RequestProblem as e:
+            cls = errors.NotFoundError if e.status == 404 else errors.APIError
+            raise cls(e.status, e.message, e.problems) from None
 
     def get(self, path: str, params: Optional[Dict[str, Any]] = None) -> Any:
         answered, answer = self._read(path, params)

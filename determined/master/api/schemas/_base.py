@@ -13,6 +13,13 @@ class Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class StrictWire(Wire):
+    """A request body, checked without coercion: `"5"` is no integer and `1` no boolean, as the routes' own
+    checks were before the models (a request must say what it means)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
 class Open(BaseModel):
     """A JSON object whose keys are the user's (metadata, hyperparameters, metrics, a config): any fields."""
 
