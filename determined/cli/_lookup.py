@@ -35,9 +35,19 @@ def trial(args: argparse.Namespace, trial_id: Optional[int] = None, shared: Any 
     return TrialReference(args.trial_id if trial_id is None else trial_id, args.master, _session=shared)
 
 
+def templates(args: argparse.Namespace) -> Any:
+    """The config templates of the command's master (client/_template.py's Templates: list, get, create, set,
+    delete)."""
+    from determined.experimental.client._template import Templates
+
+    return Templates(connection(args))
+
+
 def master_info(owner: Any) -> Dict[str, Any]:
     """What the master of `owner` (a Determined, or an object it returned) says of itself: version, URL, data dir,
     whether it runs the scheduler."""
+    if hasattr(owner, "get_master_info"):  # a Determined
+        return owner.get_master_info()  # type: ignore[no-any-return]
     from determined.experimental.client._info import get_master_info
 
     return get_master_info(owner)

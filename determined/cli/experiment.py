@@ -49,9 +49,7 @@ def _template_config(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
     """The config of the template `--template` names, as the master stores it (for checking the merged config)."""
     if not args.template:
         return None
-    from determined.experimental import _connect
-
-    return _connect.read_session(args.master).get(f"/templates/{args.template}")["template"]["config"]
+    return _lookup.templates(args).get_template(args.template).config  # type: ignore[no-any-return]
 
 
 def create(args: argparse.Namespace) -> int:

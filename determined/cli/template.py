@@ -7,10 +7,11 @@ from typing import Any
 from determined.cli import _render
 
 
-def _session(args: argparse.Namespace) -> Any:
-    from determined.experimental import _connect
+def _templates(args: argparse.Namespace) -> Any:
+    """The template functions of the client SDK on the command's master."""
+    from determined.cli import _lookup
 
-    return _connect.read_session(args.master)
+    return _lookup.templates(args)
 
 
 def _read(path: str) -> str:
@@ -22,36 +23,36 @@ def _read(path: str) -> str:
 
 
 def create(args: argparse.Namespace) -> int:
-    t = _session(args).post("/templates", {"name": args.name, "config": _read(args.template_file)})["template"]
-    print(f"Created template {t['name']}")
+    t = _templates(args).create_template(args.name, _read(args.template_file))
+    print(f"Created template {t.name}")
     return 0
 
 
 def set_config(args: argparse.Namespace) -> int:
-    t = _session(args).request("PUT", f"/templates/{args.name}", json={"config": _read(args.template_file)})["template"]
-    print(f"Set the config of template {t['name']}")
+    t = _templates(args).set_template(args.name, _read(args.template_file))
+    print(f"Set the config of template {t.name}")
     return 0
 
 
 def describe(args: argparse.Namespace) -> int:
     import yaml
 
-    t = _session(args).get(f"/templates/{args.name}")["template"]
+    t = _templates(args).get_template(args.name)
     if args.json:
-        _render.print_json(t)
+        _render.print_json(t.to_json())
     else:
-        sys.stdout.write(yaml.safe_dump(t["config"], sort_keys=False))
+        sys.stdout.write(yaml.safe_dump(t.config, sort_keys=False))
     return 0
 
 
 def list_templates(args: argparse.Namespace) -> int:
     import yaml
 
-    templates = _session(args).get("/templates")["templates"]
+    templates = _templates(args).list_templates()
     if args.json:
-        _render.print_json(templates)
+        _render.print_json([t.to_json() for t in templates])
         return 0
-    rows = [[t["name"], t["owner"]] + ([yaml.safe_dump(t["config"], sort_keys=False, default_flow_style=True, width=10**6).strip()] if args.details else [])
+    rows = [[t.name, t.owner] + ([yaml.safe_dump(t.config, sort_keys=False, default_flow_style=True, width=10**6).strip()] if args.details else [])
             for t in templates]
     _render.table(["Name", "Owner"] + (["Config"] if args.details else []), rows,
                   empty="No templates yet. Create one with: det template create NAME FILE")
@@ -59,7 +60,7 @@ def list_templates(args: argparse.Namespace) -> int:
 
 
 def remove(args: argparse.Namespace) -> int:
-    _session(args).delete(f"/templates/{args.name}")
+    _templates(args).delete_template(args.name)
     print(f"Removed template {args.name}")
     return 0
 

@@ -8,6 +8,8 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 from determined.common.formats import duration_between, escape_control, fmt_duration, fmt_number
 from determined.common.table import HPARAM, KEY, NUMBER, Column, render, terminal_width
 
+Description = Any  # client/_records.py's: an experiment's record and its trials' (imported where one is read)
+
 TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR", "DELETED"}
 # Statuses whose reason says something a table row cannot (why a trial waits, stopped or failed).
 _EXPLAINED = ("WAITING", "STOPPED", "ERROR", "CANCELED", "STOPPING")
@@ -157,37 +159,41 @@ def total_batches(trials: Sequence[Dict[str, Any]]) -> int:
     return sum(int(t.get("total_batches") or 0) for t in trials)
 
 
-def live_lines(desc: Dict[str, Any], rates: Rates, width: int) -> List[str]:
-    exp, trials = desc["experiment"], desc["trials"]
+def live_lines(desc: Description, rates: Rates, width: int) -> List[str]:
+    exp, trials = desc.experiment, desc.trials
     return fit_parts(header(exp, rates), width) + trials_lines(exp, trials, width, explain=False)
 
 
 def follow(session: Any, experiment_id: int, console: Optional[Any] = None, interval: float = 0.5,
-           wait: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
+           wait: Optional[Callable[[float], None]] = None) -> Description:
     """Show live progress until the experiment reaches a terminal state or is paused; returns the final describe.
     `wait(interval)` sleeps between two looks (by default `time.sleep`; a process that runs the master wakes as
     soon as an experiment's state changes)."""
     from rich.live import Live
     from rich.text import Text
 
+    from determined.experimental.client._records import describe_experiment
+
     console = console or make_console()
     rates = Rates()
-    desc = session.get(f"/experiments/{experiment_id}")
+    desc = describe_experiment(session, experiment_id)
     with Live(console=console, refresh_per_second=4, transient=True) as live:
         while True:
-            exp, trials = desc["experiment"], desc["trials"]
+            exp, trials = desc.experiment, desc.trials
             rates.add(time.monotonic(), total_batches(trials), float(exp.get("progress") or 0.0))
             live.update(Text("\n".join(live_lines(desc, rates, console.width)), no_wrap=True, overflow="crop"))
             if exp["state"] in TERMINAL_STATES or exp["state"] == "PAUSED":
                 break
             (wait or time.sleep)(interval)
-            desc = session.get(f"/experiments/{experiment_id}")
+            desc = describe_experiment(session, experiment_id)
     return desc
 
 
 def best_checkpoint(session: Any, experiment: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The checkpoint with the best searcher metric of the experiment, if any."""
-    ckpts = session.get(f"/experiments/{experiment['id']}/checkpoints")["checkpoints"]
+    from determined.experimental.client._records import experiment_checkpoints
+
+    ckpts = experiment_checkpoints(session, experiment["id"])
     metric = experiment.get("searcher_metric")
     sib = experiment.get("smaller_is_better", True)
     scored = [
@@ -199,21 +205,24 @@ def best_checkpoint(session: Any, experiment: Dict[str, Any]) -> Optional[Dict[s
     return sorted(scored, key=lambda c: c["validation_metrics"][metric] * (1 if sib else -1))[0]
 
 
-def log_pages(session: Any, trial_id: int, offset: int = 0) -> Iterator[Dict[str, Any]]:
-    """Pages of a trial's logs from `offset` up to the current end; the last page yielded is empty."""
+def log_pages(session: Any, trial_id: int, offset: int = 0) -> Iterator[Any]:
+    """Pages of a trial's logs (client/_records.py's LogPage) from `offset` up to the current end; the last page
+    yielded is empty."""
+    from determined.experimental.client._records import trial_log_page
+
     while True:
-        page = session.get(f"/trials/{trial_id}/logs", params={"offset": offset, "limit": 1000})
+        page = trial_log_page(session, trial_id, offset)
         yield page
-        if not page["logs"]:
+        if not page.logs:
             return
-        offset = page["next_offset"]
+        offset = page.next_offset
 
 
 def log_tail(session: Any, trial_id: int, lines: int = 20, own_output: bool = False) -> List[str]:
     """The last `lines` lines of a trial's logs (with `own_output`, of what its processes printed: no master lines)."""
     tail: List[str] = []
     for page in log_pages(session, trial_id):
-        tail = (tail + [entry["message"] for entry in page["logs"]
+        tail = (tail + [entry["message"] for entry in page.logs
                         if not own_output or entry.get("stream") != "master"])[-lines:]
     return tail
 
@@ -230,10 +239,10 @@ def print_failures(session: Any, trials: List[Dict[str, Any]], console: Any, lim
         console.print(f"{len(failed) - limit} more trials failed: see det experiment describe {failed[0]['experiment_id']}")
 
 
-def print_summary(session: Any, desc: Dict[str, Any], console: Optional[Any] = None) -> None:
+def print_summary(session: Any, desc: Description, console: Optional[Any] = None) -> None:
     """The final table of trials with their status and batches, why trials stopped, failures and the best."""
     console = console or make_console()
-    exp, trials = desc["experiment"], desc["trials"]
+    exp, trials = desc.experiment, desc.trials
     width = console.width if console.is_terminal else terminal_width()
     lines = fit_parts(header(exp), width) + trials_lines(exp, trials, width)
     console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
@@ -249,6 +258,6 @@ def print_summary(session: Any, desc: Dict[str, Any], console: Optional[Any] = N
             f"{metric} = {fmt_number(best['validation_metrics'][metric])})", markup=False, highlight=False)
 
 
-def running_trials(desc: Dict[str, Any]) -> List[int]:
+def running_trials(desc: Description) -> List[int]:
     """Trials of a describe that still have a process: after a pause, those checkpointing before they stop."""
-    return [t["id"] for t in desc["trials"] if t.get("status") in ("RUNNING", "STOPPING")]
+    return [t["id"] for t in desc.trials if t.get("status") in ("RUNNING", "STOPPING")]

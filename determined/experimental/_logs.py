@@ -103,12 +103,14 @@ def trial_logs(session: Any, trial_id: int, *, follow: bool = False, head: Optio
             raise errors.DeterminedError(f"{name} must be a number of lines (0 or more), not {value!r}")
     if head is not None and tail is not None:
         raise errors.DeterminedError("give head or tail, not both")
+    from determined.experimental.client._records import trial_log_page
+
     keep = LogFilter(**filters).keep
     offset, state, shown, last = 0, "", 0, []
     while True:  # what is there now
-        page = session.get(f"/trials/{trial_id}/logs", params={"offset": offset, "limit": 1000})
-        offset, state = page["next_offset"], page.get("trial_state", state)
-        for entry in page["logs"]:
+        page = trial_log_page(session, trial_id, offset)
+        offset, state = page.next_offset, page.trial_state or state
+        for entry in page.logs:
             line = _annotated(entry)
             if not keep(line):
                 continue
@@ -121,19 +123,19 @@ def trial_logs(session: Any, trial_id: int, *, follow: bool = False, head: Optio
                 last = (last + [line])[-tail:] if tail else []
             else:
                 yield line
-        if not page["logs"]:
+        if not page.logs:
             break
     yield from last
     if not follow or head is not None:
         return
     while True:
-        page = session.get(f"/trials/{trial_id}/logs", params={"offset": offset, "limit": 1000})
-        offset, state = page["next_offset"], page.get("trial_state", state)
-        for entry in page["logs"]:
+        page = trial_log_page(session, trial_id, offset)
+        offset, state = page.next_offset, page.trial_state or state
+        for entry in page.logs:
             line = _annotated(entry)
             if keep(line):
                 yield line
-        if not page["logs"]:
+        if not page.logs:
             if state in _TERMINAL:
                 return
             time.sleep(poll)

@@ -75,7 +75,7 @@ def test_config(raw: Dict[str, Any], seed: Optional[int] = None) -> Dict[str, An
 def submit(
     raw: Dict[str, Any], context_dir: Optional[str], command: Optional[List[str]], *, local: bool, test: bool,
     master_url: Optional[str], caller: str,
-) -> Dict[str, Any]:
+) -> _run.Description:
     """Run (local) or submit an experiment whose trials run `command` in `context_dir`; its description at the end.
 
     `context_dir` defaults to the working directory for a local run; a cluster run needs it (it is what is uploaded).
@@ -135,7 +135,7 @@ def create(
             return _execution.test_one_batch(trial_def, raw)
 
     desc = submit(raw, context_dir, command, local=local, test=test, master_url=master_url, caller="create()")
-    return desc["experiment"]["id"]
+    return desc.id
 
 
 def create_trial_instance(

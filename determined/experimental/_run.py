@@ -9,6 +9,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set
 from determined import common, errors
 from determined.common.api import Session
 from determined.experimental import _connect, _follow, _prewarm
+from determined.experimental.client import _records
+from determined.experimental.client._records import Description
 
 Console = Any  # a rich.console.Console (rich is imported when a display starts)
 PAUSE_WAIT_S = 120.0  # how long a Ctrl-C waits for the running trials to checkpoint
@@ -39,12 +41,12 @@ def _foreground_master(console: Console) -> Iterator[_Foreground]:
     with connection.foreground(lambda url: console.print(f"Using the master running at {url}")) as fg:
         active: Set[int] = set()
         if fg.master is not None:
-            active = {int(e["id"]) for e in fg.session.get("/experiments")["experiments"] if e["state"] == "ACTIVE"}
+            active = {int(e["id"]) for e in _records.experiment_records(fg.session) if e["state"] == "ACTIVE"}
         yield _Foreground(fg.session, fg.master, active)
 
 
 def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_progress: bool,
-                       follow_first_trial: bool = False) -> Dict[str, Any]:
+                       follow_first_trial: bool = False) -> Description:
     """Start an experiment with `begin` (create or activate; returns its id) and follow it until it ends or pauses.
 
     On another command's foreground master, this command follows it there and runs it itself when that master
@@ -84,7 +86,7 @@ def _finish_others(fg: _Foreground, own_id: int, console: Console, interval: flo
     orphans: List[int] = []
     try:
         while True:
-            running = [int(e["id"]) for e in fg.session.get("/experiments")["experiments"]
+            running = [int(e["id"]) for e in _records.experiment_records(fg.session)
                        if e["state"] not in _follow.TERMINAL_STATES and e["state"] != "PAUSED"
                        and int(e["id"]) != own_id and int(e["id"]) not in fg.active_at_start]
             orphans = [i for i in running if not embedded.has_follower(data_dir, i)]
@@ -104,7 +106,7 @@ def _finish_others(fg: _Foreground, own_id: int, console: Console, interval: flo
     except KeyboardInterrupt:
         for experiment_id in orphans:
             console.print(f"\nPausing experiment {experiment_id}: running trials checkpoint first…")
-            fg.session.post(f"/experiments/{experiment_id}/pause")
+            _records.pause_experiment(fg.session, experiment_id)
 
 
 def _state_change_waiter(master: Any) -> Callable[[float], None]:
@@ -121,7 +123,7 @@ def _state_change_waiter(master: Any) -> Callable[[float], None]:
 
 def _follow_with_pause(session: Session, experiment_id: int, console: Console, show_progress: bool,
                        follow_first_trial: bool = False,
-                       wait: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
+                       wait: Optional[Callable[[float], None]] = None) -> Description:
     try:
         if follow_first_trial:
             _print_first_trial_logs(session, experiment_id, console)
@@ -133,18 +135,18 @@ def _follow_with_pause(session: Session, experiment_id: int, console: Console, s
         return _pause(session, experiment_id, console)
 
 
-def _pause(session: Session, experiment_id: int, console: Console) -> Dict[str, Any]:
+def _pause(session: Session, experiment_id: int, console: Console) -> Description:
     """Ctrl-C: pause the experiment, then wait (up to PAUSE_WAIT_S; a second Ctrl-C stops waiting) until its running
     trials have checkpointed, so the final table shows the batches they keep. The pause comes first: output that
     cannot be written any more (`| tee` ended by the same Ctrl-C) must not leave the experiment running."""
-    session.post(f"/experiments/{experiment_id}/pause")
+    _records.pause_experiment(session, experiment_id)
     _print(console, f"\nPausing experiment {experiment_id}: running trials checkpoint first… (Ctrl-C again: stop waiting)")
     deadline = time.monotonic() + PAUSE_WAIT_S
-    desc = session.get(f"/experiments/{experiment_id}")
+    desc = _records.describe_experiment(session, experiment_id)
     try:
         while _follow.running_trials(desc) and time.monotonic() < deadline:
             time.sleep(0.2)
-            desc = session.get(f"/experiments/{experiment_id}")
+            desc = _records.describe_experiment(session, experiment_id)
     except KeyboardInterrupt:
         pass
     return desc
@@ -156,13 +158,13 @@ def _print_first_trial_logs(session: Session, experiment_id: int, console: Conso
     from determined.experimental import _logs
 
     while True:
-        desc = session.get(f"/experiments/{experiment_id}")
-        if desc["trials"]:
+        desc = _records.describe_experiment(session, experiment_id)
+        if desc.trials:
             break
-        if desc["experiment"]["state"] in _follow.TERMINAL_STATES or desc["experiment"]["state"] == "PAUSED":
+        if desc.state in _follow.TERMINAL_STATES or desc.state == "PAUSED":
             return
         time.sleep(interval)
-    trial_id = min(t["id"] for t in desc["trials"])
+    trial_id = min(t["id"] for t in desc.trials)
     _print(console, f"Following the logs of trial {trial_id} (det trial logs {trial_id})")
     for line in _logs.trial_logs(session, trial_id, follow=True):
         _print(console, escape_control(line["message"]))
@@ -176,21 +178,21 @@ def _print(console: Console, text: str) -> None:
 
 
 def _wait(session: Session, experiment_id: int, interval: Optional[float] = None,
-          wait: Optional[Callable[[float], None]] = None) -> Dict[str, Any]:
+          wait: Optional[Callable[[float], None]] = None) -> Description:
     """Until the experiment ends or pauses. By default it looks every 0.5 s; with `wait`, the master's notice of
     experiment state changes, only when that wakes it (or every STATE_WAIT_S): a look describes every trial, which
     costs the master more the more trials the experiment has."""
     if interval is None:
         interval = STATE_WAIT_S if wait is not None else 0.5
     while True:
-        desc = session.get(f"/experiments/{experiment_id}")
-        if desc["experiment"]["state"] in _follow.TERMINAL_STATES or desc["experiment"]["state"] == "PAUSED":
+        desc = _records.describe_experiment(session, experiment_id)
+        if desc.state in _follow.TERMINAL_STATES or desc.state == "PAUSED":
             return desc
         (wait or time.sleep)(interval)
 
 
-def _finish(session: Session, desc: Dict[str, Any], console: Console, show_progress: bool) -> Dict[str, Any]:
-    exp = desc["experiment"]
+def _finish(session: Session, desc: Description, console: Console, show_progress: bool) -> Description:
+    exp = desc.experiment
     try:
         if show_progress:
             _follow.print_summary(session, desc, console)
@@ -215,11 +217,12 @@ def run_experiment(
     template: Optional[str] = None,
     template_config: Optional[Dict[str, Any]] = None,
     includes: Optional[Sequence[str]] = None,
-) -> Dict[str, Any]:
+) -> Description:
     """Create an experiment and, on the embedded master, run it in the foreground.
 
     With a configured master (argument, DET_MASTER) and `local` false, the experiment is submitted there and,
-    when `follow`, its progress is shown until it ends. Returns the last describe of the experiment. The config is
+    when `follow`, its progress is shown until it ends. Returns the last describe of the experiment
+    (client/_records.py's Description: `.experiment`, `.trials`). The config is
     validated, and the model dir (plus `includes`) staged and packed, before any master is started.
     """
     from determined.experimental.client._submit import experiment_body, post_experiment
@@ -242,7 +245,7 @@ def run_experiment(
         session = connection.session
         experiment_id = create(session)
         if not follow:
-            return session.get(f"/experiments/{experiment_id}")  # type: ignore[no-any-return]
+            return _records.describe_experiment(session, experiment_id)
         desc = _follow_with_pause(session, experiment_id, console, show_progress, follow_first_trial)
         return _finish(session, desc, console, show_progress)
     return _run_in_foreground(console, create, show_progress, follow_first_trial)
@@ -250,31 +253,30 @@ def run_experiment(
 
 def activate_experiment(
     experiment_id: int, *, master: Optional[str] = None, show_progress: bool = True, console: Optional[Console] = None
-) -> Dict[str, Any]:
+) -> Description:
     """Activate an experiment; with no running master, run it in the foreground until it ends or is paused."""
     console = console or _follow.make_console()
 
     def activate(session: Session) -> int:
-        session.post(f"/experiments/{experiment_id}/activate")
+        _records.activate_experiment(session, experiment_id)
         console.print(f"Activated experiment {experiment_id}")
         return experiment_id
 
     connection = _connect.Connection(master)
     if connection.master:
         activate(connection.session)
-        return connection.session.get(f"/experiments/{experiment_id}")  # type: ignore[no-any-return]
+        return _records.describe_experiment(connection.session, experiment_id)
     return _run_in_foreground(console, activate, show_progress)
 
 
 def continue_experiment(experiment_id: int, override: Dict[str, Any], *, master: Optional[str] = None,
-                        follow_first_trial: bool = False, console: Optional[Console] = None) -> Dict[str, Any]:
+                        follow_first_trial: bool = False, console: Optional[Console] = None) -> Description:
     """Continue an ended experiment (`override` merged into its config); with no running master, run it in the
     foreground until it ends or is paused; with one, follow it (its progress, or its first trial's logs)."""
     console = console or _follow.make_console()
-    body = {"override_config": override} if override else {}
 
     def begin(session: Session) -> int:
-        session.post(f"/experiments/{experiment_id}/continue", body)
+        _records.continue_experiment(session, experiment_id, override)
         console.print(f"Continued experiment {experiment_id}")
         return experiment_id
 
@@ -287,7 +289,7 @@ def continue_experiment(experiment_id: int, override: Dict[str, Any], *, master:
     return _run_in_foreground(console, begin, True, follow_first_trial)
 
 
-def exit_code_for(desc: Dict[str, Any]) -> int:
-    state = desc["experiment"]["state"]
+def exit_code_for(desc: Description) -> int:
+    state = desc.state
     return 0 if state in ("COMPLETED", "PAUSED") else 1
 

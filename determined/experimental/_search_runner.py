@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from determined import errors
 from determined.common.api import Session
+from determined.experimental.client import _records
 from determined.searcher._custom_search_method import RunnerOperation, SearcherState, SearchMethod, request_id_of
 from determined.searcher._method import ExitedReason
 from determined.searcher._ops import Progress, operation_from_dict, operation_to_dict
@@ -82,8 +83,7 @@ class SearchRunner:
         handled before a restart, posted again if the master has not taken it."""
         paused_told = False
         while True:
-            events = session.get(f"/experiments/{experiment_id}/searcher_events",
-                                 params={"timeout_seconds": POLL_S})["searcherEvents"]
+            events = _records.searcher_events(session, experiment_id, POLL_S)
             for event in events:
                 if event.get("experimentInactive") is not None:
                     state = event["experimentInactive"]["experimentState"]
@@ -111,9 +111,8 @@ class SearchRunner:
 
     def post_operations(self, session: Session, experiment_id: int, event: Dict[str, Any],
                         operations: Sequence[RunnerOperation]) -> None:
-        session.post(f"/experiments/{experiment_id}/searcher_operations",
-                     {"searcherOperations": [operation_to_wire(op) for op in operations],
-                      "triggeredByEvent": {"id": int(event["id"])}})
+        _records.post_searcher_operations(session, experiment_id, [operation_to_wire(op) for op in operations],
+                                          int(event["id"]))
 
     def save_state(self, experiment_id: int, operations: List[RunnerOperation]) -> None:
         """Save the state and `operations` before they are posted (nothing here; the runners keep them)."""
@@ -185,9 +184,8 @@ class LocalSearchRunner(SearchRunner):
             experiment_id = int(id_file.read_text())
             logger.info("Resuming the search of experiment %s from %s", experiment_id, self.searcher_dir)
             _, operations = self.load_state(experiment_id)
-            exp = session.get(f"/experiments/{experiment_id}")["experiment"]
-            if exp["state"] == "PAUSED":
-                session.post(f"/experiments/{experiment_id}/activate")
+            if _records.describe_experiment(session, experiment_id).state == "PAUSED":
+                _records.activate_experiment(session, experiment_id)
         else:
             experiment_id = _create_experiment(session, exp_config, model_dir, includes)
             self._state_root(experiment_id).mkdir(parents=True, exist_ok=True)

@@ -3,141 +3,79 @@
 
 `determined.experimental.Determined`/`.Model` are the 0.13 faces of seed 002 (client/_legacy.py);
 `ExperimentReference` and `TrialReference` are the 0.13 names of `Experiment` and `Trial`.
+
+The names are imported on first use (`from determined.experimental.client import Determined` works as ever), so that
+a module that needs one part of the client (a CLI command, the foreground run, core_v2) does not import the rest.
 """
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union  # noqa: F401 (names of the package, as ever)
 
-from determined.experimental.client._checkpoint import Checkpoint, CheckpointTrainingMetadata
-from determined.experimental.client._common import UsageError
-from determined.experimental.client._determined import Determined
-from determined.experimental.client._enums import (CheckpointSortBy, CheckpointState, DownloadMode, ExperimentSortBy,
-                                                   ExperimentState, OrderBy, TrialSortBy, TrialState)
-from determined.experimental.client._experiment import Experiment, ExperimentReference
-from determined.experimental.client._metrics import TrainingMetrics, TrialMetrics, ValidationMetrics
-from determined.experimental.client._model import Model, ModelOrderBy, ModelSortBy, ModelVersion
-from determined.experimental.client._trial import Trial, TrialReference
-from determined.experimental.client._user import User
-from determined.experimental.client._workspace import Project, Workspace
+from determined.common.lazy import lazy_attributes as _lazy_attributes
 
-_default: Optional[Determined] = None
+# The Determined of the module functions (client/_functions.py): set by `login()`, else by their first call.
+_default: Optional[Any] = None
 
+_LAZY = {
+    "Checkpoint": "determined.experimental.client._checkpoint",
+    "CheckpointSortBy": "determined.experimental.client._enums",
+    "CheckpointState": "determined.experimental.client._enums",
+    "CheckpointTrainingMetadata": "determined.experimental.client._checkpoint",
+    "Determined": "determined.experimental.client._determined",
+    "DownloadMode": "determined.experimental.client._enums",
+    "Experiment": "determined.experimental.client._experiment",
+    "ExperimentReference": "determined.experimental.client._experiment",
+    "ExperimentSortBy": "determined.experimental.client._enums",
+    "ExperimentState": "determined.experimental.client._enums",
+    "Model": "determined.experimental.client._model",
+    "ModelOrderBy": "determined.experimental.client._model",
+    "ModelSortBy": "determined.experimental.client._model",
+    "ModelVersion": "determined.experimental.client._model",
+    "OrderBy": "determined.experimental.client._enums",
+    "Project": "determined.experimental.client._workspace",
+    "TrainingMetrics": "determined.experimental.client._metrics",
+    "Trial": "determined.experimental.client._trial",
+    "TrialMetrics": "determined.experimental.client._metrics",
+    "TrialReference": "determined.experimental.client._trial",
+    "TrialSortBy": "determined.experimental.client._enums",
+    "TrialState": "determined.experimental.client._enums",
+    "UsageError": "determined.experimental.client._common",
+    "User": "determined.experimental.client._user",
+    "ValidationMetrics": "determined.experimental.client._metrics",
+    "Workspace": "determined.experimental.client._workspace",
+    "create_experiment": "determined.experimental.client._functions",
+    "create_model": "determined.experimental.client._functions",
+    "create_user": "determined.experimental.client._functions",
+    "create_workspace": "determined.experimental.client._functions",
+    "delete_workspace": "determined.experimental.client._functions",
+    "get_checkpoint": "determined.experimental.client._functions",
+    "get_experiment": "determined.experimental.client._functions",
+    "get_model": "determined.experimental.client._functions",
+    "get_model_by_id": "determined.experimental.client._functions",
+    "get_model_labels": "determined.experimental.client._functions",
+    "get_models": "determined.experimental.client._functions",
+    "get_session_username": "determined.experimental.client._functions",
+    "get_trial": "determined.experimental.client._functions",
+    "get_user_by_id": "determined.experimental.client._functions",
+    "get_user_by_name": "determined.experimental.client._functions",
+    "get_workspace": "determined.experimental.client._functions",
+    "iter_trials_metrics": "determined.experimental.client._functions",
+    "list_experiments": "determined.experimental.client._functions",
+    "list_models": "determined.experimental.client._functions",
+    "list_users": "determined.experimental.client._functions",
+    "list_workspaces": "determined.experimental.client._functions",
+    "login": "determined.experimental.client._functions",
+    "logout": "determined.experimental.client._functions",
+    "stream_trials_metrics": "determined.experimental.client._functions",
+    "stream_trials_training_metrics": "determined.experimental.client._functions",
+    "stream_trials_validation_metrics": "determined.experimental.client._functions",
+    "whoami": "determined.experimental.client._functions",
+    "_client": "determined.experimental.client._functions",
+}
 
-def _client() -> Determined:
-    global _default
-    if _default is None:
-        _default = Determined()
-    return _default
-
-
-def login(master: Optional[str] = None, user: Optional[str] = None, password: Optional[str] = None,
-          cert_path: Optional[str] = None, cert_name: Optional[str] = None, noverify: bool = False) -> None:
-    """Set the master and user of the module functions; call it once, before any of them (ValueError otherwise).
-    Without it they use $DET_MASTER (else the local data dir) and $DET_USER (else the last `det user login`)."""
-    global _default
-    if _default is not None:
-        raise ValueError("client.login() may be called only once, before any other function of "
-                         "determined.experimental.client; to act as another user, create a Determined(...) object")
-    _default = Determined(master, user, password, cert_path, cert_name, noverify)
-
-
-def logout() -> None:
-    """Revoke the default session's token; the next function call logs in afresh."""
-    global _default
-    current, _default = _default, None
-    (current or Determined()).logout()
-
-
-def whoami() -> User:
-    return _client().whoami()
-
-
-def get_session_username() -> str:
-    return _client().get_session_username()
-
-
-def create_experiment(config: Union[str, Any, Dict[str, Any]], model_dir: Optional[str] = None,
-                      includes: Optional[Sequence[str]] = None, project_id: Optional[int] = None,
-                      template: Optional[str] = None) -> Experiment:
-    return _client().create_experiment(config, model_dir, includes, project_id, template)
-
-
-def get_experiment(experiment_id: int) -> Experiment:
-    return _client().get_experiment(experiment_id)
-
-
-def list_experiments(sort_by: Optional[ExperimentSortBy] = None, order_by: Optional[OrderBy] = None,
-                     experiment_ids: Optional[List[int]] = None, labels: Optional[List[str]] = None,
-                     users: Optional[List[str]] = None, states: Optional[List[ExperimentState]] = None,
-                     name: Optional[str] = None, project_id: Optional[int] = None) -> List[Experiment]:
-    return _client().list_experiments(sort_by, order_by, experiment_ids, labels, users, states, name, project_id)
-
-
-def get_trial(trial_id: int) -> Trial:
-    return _client().get_trial(trial_id)
+__getattr__ = _lazy_attributes(__name__, _LAZY)
 
 
-def get_checkpoint(uuid: str) -> Checkpoint:
-    return _client().get_checkpoint(uuid)
-
-
-def create_model(name: str, description: Optional[str] = "", metadata: Optional[Dict[str, Any]] = None,
-                 labels: Optional[List[str]] = None, workspace_name: Optional[str] = None) -> Model:
-    return _client().create_model(name, description, metadata, labels, workspace_name)
-
-
-def get_model(identifier: Union[str, int]) -> Model:
-    return _client().get_model(identifier)
-
-
-def get_model_by_id(model_id: int) -> Model:
-    return _client().get_model_by_id(model_id)
-
-
-def list_models(sort_by: ModelSortBy = ModelSortBy.NAME, order_by: OrderBy = OrderBy.ASCENDING,
-                name: Optional[str] = None, description: Optional[str] = None, model_id: Optional[int] = None,
-                workspace_names: Optional[List[str]] = None, workspace_ids: Optional[List[int]] = None) -> List[Model]:
-    return _client().list_models(sort_by, order_by, name, description, model_id, workspace_names, workspace_ids)
-
-
-def get_models(sort_by: ModelSortBy = ModelSortBy.NAME, order_by: OrderBy = OrderBy.ASCENDING,
-               name: Optional[str] = None, description: Optional[str] = None, model_id: Optional[int] = None,
-               workspace_names: Optional[List[str]] = None, workspace_ids: Optional[List[int]] = None) -> List[Model]:
-    return _client().get_models(sort_by, order_by, name, description, model_id, workspace_names, workspace_ids)
-
-
-def get_model_labels() -> List[str]:
-    return _client().get_model_labels()
-
-
-def create_user(username: str, admin: bool = False, password: Optional[str] = None, remote: bool = False) -> User:
-    return _client().create_user(username, admin, password, remote)
-
-
-def get_user_by_id(user_id: int) -> User:
-    return _client().get_user_by_id(user_id)
-
-
-def get_user_by_name(user_name: str) -> User:
-    return _client().get_user_by_name(user_name)
-
-
-def list_users(active: Optional[bool] = None) -> List[User]:
-    return _client().list_users(active)
-
-
-def iter_trials_metrics(trial_ids: List[int], group: str) -> Iterator[TrialMetrics]:
-    return _client().iter_trials_metrics(trial_ids, group)
-
-
-def stream_trials_metrics(trial_ids: List[int], group: str) -> Iterator[TrialMetrics]:
-    return _client().stream_trials_metrics(trial_ids, group)
-
-
-def stream_trials_training_metrics(trial_ids: List[int]) -> Iterator[TrainingMetrics]:
-    return _client().stream_trials_training_metrics(trial_ids)
-
-
-def stream_trials_validation_metrics(trial_ids: List[int]) -> Iterator[ValidationMetrics]:
-    return _client().stream_trials_validation_metrics(trial_ids)
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [
@@ -195,19 +133,3 @@ __all__ = [
     "stream_trials_validation_metrics",
     "whoami",
 ]
-
-
-def create_workspace(name: str) -> Workspace:
-    return _client().create_workspace(name)
-
-
-def get_workspace(name: str) -> Workspace:
-    return _client().get_workspace(name)
-
-
-def list_workspaces() -> List[Workspace]:
-    return _client().list_workspaces()
-
-
-def delete_workspace(name: str) -> None:
-    _client().delete_workspace(name)

@@ -1,19 +1,24 @@
 """Determined: the entry point of the client SDK (0.38), whose methods the module functions of
 `determined.experimental.client` call on a default instance."""
+from __future__ import annotations
+
 import os
 import pathlib
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from determined import errors
-from determined.experimental.client import _metrics
 from determined.experimental.client._checkpoint import Checkpoint
 from determined.experimental.client._common import Connection, UsageError, json_object
 from determined.experimental.client._enums import ExperimentSortBy, ExperimentState, OrderBy, member
 from determined.experimental.client._experiment import Experiment
 from determined.experimental.client._model import Model, ModelSortBy, order_by_param, sort_by_param
+from determined.experimental.client._template import TemplateMethods
 from determined.experimental.client._trial import Trial
 from determined.experimental.client._user import User
 from determined.experimental.client._workspace import WorkspaceMethods, workspace_id_of
+
+if TYPE_CHECKING:  # the metrics classes are imported when metrics are read
+    from determined.experimental.client import _metrics
 
 
 def _check_id(value: Any, what: str) -> int:
@@ -22,7 +27,7 @@ def _check_id(value: Any, what: str) -> int:
     return value
 
 
-class Determined(WorkspaceMethods):
+class Determined(WorkspaceMethods, TemplateMethods):
     """Determined gives access to Determined API objects.
 
     The master is `master`, else $DET_MASTER, else $DET_MASTER_ADDR; with none set, the master running on
@@ -63,6 +68,12 @@ class Determined(WorkspaceMethods):
     def close(self) -> None:
         """Stop the master this object started to run experiments (see `create_experiment`), if any."""
         self._connection.close()
+
+    def get_master_info(self) -> Dict[str, Any]:
+        """What the master says of itself: its version, URL, data dir, and whether it runs the scheduler."""
+        from determined.experimental.client._info import get_master_info
+
+        return get_master_info(self)
 
     # ------------------------------------------------------------ users and sessions
 
@@ -178,6 +189,8 @@ class Determined(WorkspaceMethods):
 
     def iter_trials_metrics(self, trial_ids: List[int], group: str) -> Iterator[_metrics.TrialMetrics]:
         """The metrics of `group` (training, validation, or a report_metrics group) of each trial, in turn."""
+        from determined.experimental.client import _metrics
+
         return _metrics.trials_metrics(self._session, trial_ids, group)
 
     def stream_trials_metrics(self, trial_ids: List[int], group: str) -> Iterator[_metrics.TrialMetrics]:

@@ -67,9 +67,11 @@ class Experiment(MasterBound):
 
     def _describe(self) -> List[Dict[str, Any]]:
         """Read the experiment again; the records of its trials, by id."""
-        answer = self._session.get(f"/experiments/{self.id}")
-        self._update(answer["experiment"])
-        return list(answer["trials"])
+        from determined.experimental.client._records import describe_experiment
+
+        desc = describe_experiment(self._session, self.id)
+        self._update(desc.experiment)
+        return list(desc.trials)
 
     def to_json(self) -> Dict[str, Any]:
         """The master's record of the experiment as of the last read (read now if never): id, state, config,

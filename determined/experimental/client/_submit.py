@@ -138,8 +138,9 @@ def submit_experiment(to: Any, config: Dict[str, Any], model_dir: Optional[PathL
     `config` (its config is fetched unless `template_config` gives it).
     """
     if template is not None and template_config is None:
-        reader = to.session if isinstance(to, Connection) else to
-        template_config = reader.get(f"/templates/{template}")["template"]["config"]
+        from determined.experimental.client._template import Templates
+
+        template_config = Templates(to).get_template(template).config
     body = experiment_body(config, model_dir, includes=includes, template=template, template_config=template_config,
                            project_id=project_id, activate=activate)
     if isinstance(to, Connection):

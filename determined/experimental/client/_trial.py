@@ -4,13 +4,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Iterator, List, Optional
 
 from determined import errors
-from determined.experimental.client import _metrics, _ranking
+from determined.experimental.client import _ranking
 from determined.experimental.client._checkpoint import Checkpoint, sorted_checkpoints
 from determined.experimental.client._common import Connection, MasterBound, UsageError
 from determined.experimental.client._enums import CheckpointSortBy, OrderBy, TrialState, state_of
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
+    from determined.experimental.client import _metrics  # (imported when metrics are read)
     from determined.experimental.client._experiment import Experiment
 
 
@@ -125,11 +126,15 @@ class Trial(MasterBound):
 
     def iter_metrics(self, group: str) -> Iterator[_metrics.TrialMetrics]:
         """The metrics of `group` (training, validation, or a group of report_metrics) the trial reported."""
+        from determined.experimental.client import _metrics
+
         return _metrics.trial_metrics(self._session, self.id, group)
 
     def metrics_json(self, group: str) -> List[Dict[str, Any]]:
         """The records of the trial's reports of metric group `group` (steps_completed, metrics, end_time, ...),
         by steps_completed: for tables and JSON output (`iter_metrics` gives TrialMetrics)."""
+        from determined.experimental.client import _metrics
+
         return _metrics.trial_metric_records(self._session, self.id, group)
 
     def stream_metrics(self, group: str) -> Iterator[_metrics.TrialMetrics]:

@@ -155,7 +155,9 @@ def url_reverse_webui_exp_view() -> str:
 
 
 def _url_reverse_webui_exp_view(master_url: str, experiment_id: int) -> str:
-    return f"{master_url.rstrip('/')}/experiments/{int(experiment_id)}"  # this master's web UI
+    from determined.experimental.client._records import webui_experiment_url
+
+    return webui_experiment_url(master_url, experiment_id)
 
 
 __all__ = [

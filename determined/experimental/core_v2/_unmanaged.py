@@ -12,6 +12,7 @@ from determined import core, errors, storage
 from determined.core._context import Context
 from determined.core._info import ClusterInfo
 from determined.core._searcher import SearcherContextMissing
+from determined.experimental.client import _records
 from determined.experimental.core_v2._config import Config
 
 logger = logging.getLogger("determined.core")
@@ -61,26 +62,17 @@ def _refused(e: errors.APIError, what: str) -> errors.DeterminedError:
 def register_run(session: Any, config: Config, checkpoint_storage: Optional[Union[str, Mapping[str, Any]]]
                  ) -> Dict[str, Any]:
     """Create (or reuse, by external ids) the experiment and trial, start a run of the trial; the trial's context."""
-    body = {"config": experiment_config(config, checkpoint_storage), "unmanaged": True}
+    exp_config = experiment_config(config, checkpoint_storage)
     try:
-        if config.external_experiment_id is not None:
-            exp = session.request("PUT", f"/experiments/by-external-id/{config.external_experiment_id}",
-                                  json=body)["experiment"]
-        else:
-            exp = session.post("/experiments", body)["experiment"]
+        exp = _records.create_unmanaged_experiment(session, exp_config, config.external_experiment_id)
     except errors.APIError as e:
         raise _refused(e, "the unmanaged experiment") from None
     if not exp.get("unmanaged"):
         raise errors.DeterminedError(f"core_v2.init(): the master at {session.master} answered with a managed "
                                      f"experiment ({exp.get('id')}); it does not support unmanaged runs")
-    create = {"experiment_id": exp["id"], "hparams": dict(config.hparams or {}), "unmanaged": True}
     try:
-        if config.external_trial_id is not None:
-            trial = session.request("PUT", "/trials", json={"create_trial_request": create,
-                                                             "external_trial_id": config.external_trial_id})["trial"]
-        else:
-            trial = session.post("/trials", create)["trial"]
-        answer: Dict[str, Any] = session.post(f"/trials/{trial['id']}/start", {"resume": True})
+        answer = _records.start_unmanaged_trial(session, exp["id"], dict(config.hparams or {}),
+                                                config.external_trial_id)
     except errors.APIError as e:
         raise _refused(e, f"the trial of unmanaged experiment {exp['id']}") from None
     return answer
@@ -126,7 +118,7 @@ class UnmanagedContext(Context):
                 if failure is not None:
                     logger.error("unmanaged trial %s ends in ERROR: %s", self.info.trial_id, failure)
                 try:
-                    self._state_session.patch(f"/trials/{self.info.trial_id}", {"state": state})
+                    _records.set_trial_state(self._state_session, self.info.trial_id, state)
                 except Exception as e:  # the run's own end must not fail on the report of it
                     logger.warning("could not report unmanaged trial %s as %s: %s", self.info.trial_id, state, e)
         finally:
