@@ -1,4 +1,5 @@
-"""One benchmark on two trees in one run: a git revision ("before") and the working tree ("after").
+"""One benchmark on two trees in one run: a git revision ("before") and the working tree or a second revision
+("after", `--after REV`).
 
 The revision is exported (`git archive`) to a temporary directory; each tree's copy of the benchmark script runs
 with that tree first on PYTHONPATH (the same virtualenv, so only the project's code differs), the two runs one
@@ -6,7 +7,9 @@ after the other, `--rounds` times alternating so that a machine's load drifts ov
 is printed under its label; compare the ratios each benchmark prints against its own in-run baseline.
 
     .venv/bin/python benchmarks/before_after.py 7fabee2 cli_latency.py -- --repeats 9
-    .venv/bin/python benchmarks/before_after.py 7fabee2 master_scale.py --rounds 1 -- --parts ticks --search-trials 2000
+    .venv/bin/python benchmarks/before_after.py --after HEAD --rounds 2 7fabee2 master_scale.py -- --parts ticks
+
+(its own options before the revision; the benchmark's after `--`)
 """
 import argparse
 import os
@@ -34,16 +37,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("revision", help="the 'before' tree: a commit, tag or branch of this repository")
     parser.add_argument("script", help="a script under benchmarks/, e.g. cli_latency.py")
+    parser.add_argument("--after", default=None, help="the 'after' tree: a revision (default: the working tree)")
     parser.add_argument("--rounds", type=int, default=1, help="before/after pairs, alternating (default 1)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="-- then the benchmark's own arguments")
     ns = parser.parse_args()
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    with tempfile.TemporaryDirectory(prefix="before-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="before-") as tmp, tempfile.TemporaryDirectory(prefix="after-") as tmp2:
         before = export(ns.revision, pathlib.Path(tmp))
+        after = export(ns.after, pathlib.Path(tmp2)) if ns.after else REPO
+        label = ns.after or "working tree"
         code = 0
         for round_ in range(ns.rounds):
             code |= run(before, ns.script, args, f"before ({ns.revision}), round {round_ + 1}")
-            code |= run(REPO, ns.script, args, f"after (working tree), round {round_ + 1}")
+            code |= run(after, ns.script, args, f"after ({label}), round {round_ + 1}")
     return code
 
 

@@ -27,7 +27,7 @@ _LAZY = {
     "ExperimentState": "determined.experimental.client._enums",
     "Model": "determined.experimental.client._model",
     "ModelOrderBy": "determined.experimental.client._model",
-    "ModelSortBy": "determined.experimental.client._model",
+    "ModelSortBy": "determined.experimental.client._enums",
     "ModelVersion": "determined.experimental.client._model",
     "OrderBy": "determined.experimental.client._enums",
     "Project": "determined.experimental.client._workspace",

@@ -7,18 +7,19 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from determined import errors
-from determined.experimental.client._checkpoint import Checkpoint
 from determined.experimental.client._common import Connection, UsageError, json_object
-from determined.experimental.client._enums import ExperimentSortBy, ExperimentState, OrderBy, member
+from determined.experimental.client._enums import (ExperimentSortBy, ExperimentState, ModelSortBy, OrderBy, member,
+                                                   order_by_param, sort_by_param)
 from determined.experimental.client._experiment import Experiment
-from determined.experimental.client._model import Model, ModelSortBy, order_by_param, sort_by_param
 from determined.experimental.client._template import TemplateMethods
-from determined.experimental.client._trial import Trial
-from determined.experimental.client._user import User
 from determined.experimental.client._workspace import WorkspaceMethods, workspace_id_of
 
-if TYPE_CHECKING:  # the metrics classes are imported when metrics are read
+if TYPE_CHECKING:  # imported where one is made: `det experiment list` needs none of them
     from determined.experimental.client import _metrics
+    from determined.experimental.client._checkpoint import Checkpoint
+    from determined.experimental.client._model import Model
+    from determined.experimental.client._trial import Trial
+    from determined.experimental.client._user import User
 
 
 def _check_id(value: Any, what: str) -> int:
@@ -38,7 +39,12 @@ class Determined(WorkspaceMethods, TemplateMethods):
     saying to run `det user login USER`. `cert_path` (a CA bundle) and `noverify` are for an https master.
     """
 
-    _model_class = Model
+    @property
+    def _model_class(self) -> Any:
+        """The class of the models it returns (0.13's Determined returns 0.13's Model face)."""
+        from determined.experimental.client._model import Model
+
+        return Model
 
     def __init__(self, master: Optional[str] = None, user: Optional[str] = None, password: Optional[str] = None,
                  cert_path: Optional[str] = None, cert_name: Optional[str] = None, noverify: bool = False) -> None:
@@ -79,6 +85,8 @@ class Determined(WorkspaceMethods, TemplateMethods):
 
     def whoami(self) -> User:
         """The user of this session."""
+        from determined.experimental.client._user import User
+
         return User._from_json(self._session.get("/me")["user"], self._connection)
 
     def get_session_username(self) -> str:
@@ -91,6 +99,8 @@ class Determined(WorkspaceMethods, TemplateMethods):
     def create_user(self, username: str, admin: bool = False, password: Optional[str] = None,
                     remote: bool = False) -> User:
         """A new user (admins only); `remote` users (single sign-on) do not exist here."""
+        from determined.experimental.client._user import User
+
         if remote:
             raise UsageError("remote (SSO) users do not exist on this platform; create a user with a password")
         body: Dict[str, Any] = {"username": username, "admin": bool(admin)}
@@ -99,6 +109,8 @@ class Determined(WorkspaceMethods, TemplateMethods):
         return User._from_json(self._session.post("/users", body)["user"], self._connection)
 
     def list_users(self, active: Optional[bool] = None) -> List[User]:
+        from determined.experimental.client._user import User
+
         users = [User._from_json(u, self._connection) for u in self._session.get("/users")["users"]]
         return [u for u in users if active is None or u.active == active]
 
@@ -173,12 +185,16 @@ class Determined(WorkspaceMethods, TemplateMethods):
 
     def get_trial(self, trial_id: int) -> Trial:
         """The trial `trial_id` (a NotFoundError if there is none)."""
+        from determined.experimental.client._trial import Trial
+
         _check_id(trial_id, "trial_id")
         data = self._session.get(f"/trials/{trial_id}")["trial"]
         return Trial(trial_id, self._master, _session=self._connection)._update(data)
 
     def get_checkpoint(self, uuid: str) -> Checkpoint:
         """The Checkpoint with the given uuid."""
+        from determined.experimental.client._checkpoint import Checkpoint
+
         if not isinstance(uuid, str) or not uuid:
             raise UsageError(f"uuid must be a checkpoint's uuid, not {uuid!r}")
         data = self._session.get(f"/checkpoints/{uuid}")["checkpoint"]

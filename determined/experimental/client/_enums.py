@@ -1,6 +1,6 @@
 """The enums of the 0.38 SDK: orders, sort keys, states and checkpoint download modes."""
 import enum
-from typing import Any, Type, TypeVar
+from typing import Any, Optional, Type, TypeVar
 
 from determined.experimental.client._common import UsageError
 
@@ -124,3 +124,27 @@ def state_of(enum_cls: Type[E], text: Any) -> Any:
         return member(enum_cls, text, "state")
     except UsageError:
         return text
+
+
+class ModelSortBy(enum.Enum):
+    """The field to sort a list of models on."""
+
+    UNSPECIFIED = 0
+    NAME = 1
+    DESCRIPTION = 2
+    CREATION_TIME = 4
+    LAST_UPDATED_TIME = 5
+
+
+ModelOrderBy = OrderBy  # the per-class name of 0.13 (0.38: OrderBy)
+
+
+def sort_by_param(sort_by: Any) -> Optional[str]:
+    """The `sort_by` query value of a ModelSortBy (or its name); None for UNSPECIFIED."""
+    found = member(ModelSortBy, sort_by, "sort_by")
+    return None if found is ModelSortBy.UNSPECIFIED else found.name.lower()
+
+
+def order_by_param(order_by: Any) -> str:
+    found = member(ModelOrderBy, order_by, "order_by")
+    return "asc" if found is ModelOrderBy.ASCENDING else "desc"

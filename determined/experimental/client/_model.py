@@ -2,47 +2,16 @@
 from __future__ import annotations
 
 import datetime
-import enum
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from determined.experimental.client._checkpoint import Checkpoint
 from determined.experimental.client._common import (Connection, MasterBound, UsageError, json_object, parse_time,
                                                     string_list)
-from determined.experimental.client._enums import OrderBy
+from determined.experimental.client._enums import ModelOrderBy, ModelSortBy, OrderBy, order_by_param, sort_by_param  # noqa: F401 (0.13's names here)
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
-
-
-class ModelSortBy(enum.Enum):
-    """The field to sort a list of models on."""
-
-    UNSPECIFIED = 0
-    NAME = 1
-    DESCRIPTION = 2
-    CREATION_TIME = 4
-    LAST_UPDATED_TIME = 5
-
-
-ModelOrderBy = OrderBy  # the per-class name of 0.13 (0.38: OrderBy)
-
-
-def sort_by_param(sort_by: Any) -> Optional[str]:
-    """The `sort_by` query value of a ModelSortBy (or its name); None for UNSPECIFIED."""
-    member = _member(ModelSortBy, sort_by, "sort_by")
-    return None if member is ModelSortBy.UNSPECIFIED else member.name.lower()
-
-
-def order_by_param(order_by: Any) -> str:
-    member = _member(ModelOrderBy, order_by, "order_by")
-    return "asc" if member is ModelOrderBy.ASCENDING else "desc"
-
-
-def _member(enum_cls: Any, value: Any, what: str) -> Any:
-    from determined.experimental.client._enums import member
-
-    return member(enum_cls, value, what)
 
 
 class Model(MasterBound):

@@ -5,51 +5,63 @@ parameters and its answer model from the entry); with no master running, the CLI
 (local_reads.py) match a request against the same entries and call the same reader. So a path, a parameter,
 its bounds and the answer are written once. This module imports no web framework: `det experiment list` loads it.
 """
-import dataclasses
-import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from determined.master.problems import RequestProblem
 from determined.master.views import reads, workspace_reads
 
 
-@dataclasses.dataclass(frozen=True)
 class Param:
-    """A query parameter: `kind` "int", "str" or "strs" (repeatable), its default, whether it is required, bounds."""
+    """A query parameter: `kind` "int", "str" or "strs" (repeatable), its default, whether it is required, bounds.
+    (Plain classes, not dataclasses: this module is on the CLI's start-up path.)"""
 
-    name: str
-    kind: str = "str"
-    default: Any = None
-    required: bool = False
-    ge: Optional[int] = None
-    le: Optional[int] = None
-    max_length: Optional[int] = None
+    __slots__ = ("name", "kind", "default", "required", "ge", "le", "max_length")
+
+    def __init__(self, name: str, kind: str = "str", default: Any = None, required: bool = False,
+                 ge: Optional[int] = None, le: Optional[int] = None, max_length: Optional[int] = None) -> None:
+        self.name, self.kind, self.default, self.required = name, kind, default, required
+        self.ge, self.le, self.max_length = ge, le, max_length
 
 
-@dataclasses.dataclass(frozen=True)
 class Read:
     """One read route: `path` under /api/v1 (path parameters named as the reader's arguments, those in `ints`
     whole numbers), the reader called as `read(db, **path, **query)`, whether it answers a `reads.Listing`, its
     answer model (`module.Name` under determined/master/api/schemas), the name of its operation, what a
-    render error names (formatted with the path parameters), and the route's description."""
+    render error names (formatted with the path and query parameters), and the route's description."""
 
-    path: str
-    read: Callable[..., Any]
-    answer: str
-    name: str
-    what: str = ""
-    listing: bool = False
-    ints: Tuple[str, ...] = ()
-    query: Tuple[Param, ...] = ()
-    doc: str = ""
+    __slots__ = ("path", "read", "answer", "name", "what", "listing", "ints", "query", "doc", "segments")
+
+    def __init__(self, path: str, read: Callable[..., Any], answer: str, name: str, what: str = "",
+                 listing: bool = False, ints: Tuple[str, ...] = (), query: Tuple[Param, ...] = (),
+                 doc: str = "") -> None:
+        self.path, self.read, self.answer, self.name, self.what = path, read, answer, name, what
+        self.listing, self.ints, self.query, self.doc = listing, ints, query, doc
+        # each segment of the path: a literal, or the name of a parameter ("{name}")
+        self.segments = tuple(path.strip("/").split("/"))
 
     @property
     def path_params(self) -> List[str]:
-        return re.findall(r"{(\w+)}", self.path)
+        return [s[1:-1] for s in self.segments if s.startswith("{")]
 
-    def pattern(self) -> "re.Pattern[str]":
-        return re.compile(re.sub(r"{(\w+)}", lambda m: rf"(?P<{m[1]}>{'[0-9]+' if m[1] in self.ints else '[^/]+'})",
-                                 self.path))
+    def match(self, parts: List[str]) -> Optional[Dict[str, Any]]:
+        """The path parameters when the path's `parts` (split at "/") are this route's, else None."""
+        if len(parts) != len(self.segments):
+            return None
+        args: Dict[str, Any] = {}
+        for template, part in zip(self.segments, parts):
+            if template.startswith("{"):
+                name = template[1:-1]
+                if not part:
+                    return None
+                if name in self.ints:
+                    if not (part.isascii() and part.isdigit()):
+                        return None
+                    args[name] = int(part)
+                else:
+                    args[name] = part
+            elif template != part:
+                return None
+        return args
 
 
 def _checked(route: Read, raw: Mapping[str, Any]) -> Dict[str, Any]:
@@ -92,10 +104,11 @@ def _checked(route: Read, raw: Mapping[str, Any]) -> Dict[str, Any]:
 
 def match(path: str) -> Optional[Tuple[Read, Dict[str, Any]]]:
     """The entry answering GET `path` (under /api/v1) and its path parameters, or None."""
-    for route, pattern in _PATTERNS:
-        found = pattern.fullmatch(path)
-        if found:
-            return route, {k: int(v) if k in route.ints else v for k, v in found.groupdict().items()}
+    parts = path.strip("/").split("/")
+    for route in READS:
+        found = route.match(parts)
+        if found is not None:
+            return route, found
     return None
 
 
@@ -153,5 +166,3 @@ READS: Tuple[Read, ...] = (
     Read("/templates/{name}", reads.template, "templates.TemplateAnswer", "get_template", "template {name!r}",
          doc="A config template."),
 )
-
-_PATTERNS = [(route, route.pattern()) for route in READS]
