@@ -34,8 +34,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from determined.cli import (checkpoint, deploy, experiment, master, model, preview, template, tensorboard, trial,
-                                user, workspace)
+    from determined.cli import (checkpoint, deploy, experiment, import_cmd, master, model, preview, template,
+                                tensorboard, trial, user, workspace)
 
     parser = _Parser(prog="det", description="Train Determined Trials: experiments, trials, checkpoints.")
     parser.add_argument("-m", "--master", default=None,
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     workspace.add_parser(sub)
     template.add_parser(sub)
     deploy.add_parser(sub)
+    import_cmd.add_parser(sub)
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda args: print(f"det {determined.__version__}") or 0)
     return parser

@@ -20,8 +20,10 @@ class StorageManager(abc.ABC):
         """Copy the directory `src_dir` into storage under `storage_id`."""
 
     @abc.abstractmethod
-    def download(self, storage_id: str, dst_dir: str) -> None:
-        """Copy the stored directory `storage_id` into `dst_dir` (created if missing)."""
+    def download(self, storage_id: str, dst_dir: str, *, completed: bool = False) -> None:
+        """Copy the stored directory `storage_id` into `dst_dir` (created if missing). `completed`: the caller has
+        checked that the checkpoint's record is COMPLETED, so a checkpoint Determined wrote (without this platform's
+        completion marker, see S3StorageManager.download) is read as its storage lists it."""
 
     @abc.abstractmethod
     def delete(self, storage_id: str) -> None:
@@ -51,11 +53,12 @@ class StorageManager(abc.ABC):
             shutil.rmtree(tmp, ignore_errors=True)
 
     @contextlib.contextmanager
-    def restore_path(self, storage_id: str) -> Iterator[pathlib.Path]:
-        """A local directory holding the stored files, for reading only while the context is open."""
+    def restore_path(self, storage_id: str, *, completed: bool = False) -> Iterator[pathlib.Path]:
+        """A local directory holding the stored files, for reading only while the context is open (`completed`:
+        as `download`'s, the caller has read the checkpoint's record and it is COMPLETED)."""
         tmp = tempfile.mkdtemp(prefix=f"det-restore-{storage_id}-")
         try:
-            self.download(storage_id, tmp)
+            self.download(storage_id, tmp, completed=completed)
             yield pathlib.Path(tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -159,8 +159,18 @@ class S3StorageManager(StorageManager):
                 self._call("store",
                            lambda: self._client.upload_file(local, self.bucket, base + rel, Config=self._transfer))
 
-    def download(self, storage_id: str, dst_dir: str) -> None:
-        resources = self._read_marker(storage_id)
+    def download(self, storage_id: str, dst_dir: str, *, completed: bool = False) -> None:
+        """Download checkpoint `storage_id` into `dst_dir`: the files its marker lists, checked by size.
+
+        Without a marker the checkpoint is refused ("not in storage"): objects without it are an upload of this
+        platform that is in progress or died before cleaning up. `completed=True` says the caller has read the
+        checkpoint's record and it is COMPLETED (or PARTIALLY_DELETED): then a missing marker means a checkpoint
+        that Determined wrote (its S3 storage never wrote this platform's marker; `det import determined` points at
+        such checkpoints), and the files are those its prefix lists, with their listed sizes. This is safe because
+        this platform reports a checkpoint COMPLETED only after its upload wrote the marker, so no record of an
+        upload in progress or failed is COMPLETED. An empty prefix is "not in storage" either way; `exists()`
+        still wants the marker."""
+        resources = self._read_marker(storage_id, fallback=self._listed_resources if completed else None)
         base = self.key_prefix(storage_id)
         dst = pathlib.Path(dst_dir)
         dst.mkdir(parents=True, exist_ok=True)
@@ -197,8 +207,28 @@ class S3StorageManager(StorageManager):
 
     # -- helpers ---------------------------------------------------------------------------------------
 
-    def _read_marker(self, storage_id: str) -> Dict[str, int]:
+    def _listed_resources(self, storage_id: str) -> Dict[str, int]:
+        """The checkpoint's files as its prefix lists them (relative path -> size); empty when there are none."""
+        base = self.key_prefix(storage_id)
+        paginator = self._client.get_paginator("list_objects_v2")
+        pages = self._call("list", lambda: list(paginator.paginate(
+            Bucket=self.bucket, Prefix=base, PaginationConfig={"PageSize": _LIST_PAGE})))
+        return {obj["Key"][len(base):]: int(obj.get("Size") or 0) for page in pages for obj in page.get("Contents") or []
+                if obj["Key"] != base and obj["Key"][len(base):] != COMPLETE_MARKER}
+
+    def _read_marker(self, storage_id: str,
+                     fallback: Optional[Callable[[str], Dict[str, int]]] = None) -> Dict[str, int]:
+        """The resources the marker lists; without a marker, `fallback`'s (when it finds any files)."""
         key = self._marker_key(storage_id)
+        if fallback is not None:
+            try:
+                answer = self._call("read", lambda: self._client.get_object(Bucket=self.bucket, Key=key), missing="")
+            except _Missing:
+                listed = fallback(storage_id)
+                if listed:
+                    return listed
+                return self._read_marker(storage_id)  # the error that says what is missing
+            return self._marker_resources(storage_id, key, answer)
         answer = self._call(
             "read",
             lambda: self._client.get_object(Bucket=self.bucket, Key=key),
@@ -208,6 +238,9 @@ class S3StorageManager(StorageManager):
                 "failed, or it was deleted)"
             ),
         )
+        return self._marker_resources(storage_id, key, answer)
+
+    def _marker_resources(self, storage_id: str, key: str, answer: Dict[str, Any]) -> Dict[str, int]:
         try:
             resources = json.loads(answer["Body"].read())["resources"]
             return {str(k): int(v) for k, v in resources.items()}

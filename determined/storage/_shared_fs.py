@@ -141,7 +141,7 @@ class SharedFSStorageManager(StorageManager):
             ) from None
         return final, self.base_path / f"{_STAGING_PREFIX}{storage_id}-{uuid.uuid4().hex[:8]}"
 
-    def download(self, storage_id: str, dst_dir: str) -> None:
+    def download(self, storage_id: str, dst_dir: str, *, completed: bool = False) -> None:
         src = self._existing(storage_id)
         shutil.copytree(src, dst_dir, dirs_exist_ok=True)
 
@@ -161,7 +161,7 @@ class SharedFSStorageManager(StorageManager):
         return self.path_of(storage_id).is_dir()
 
     @contextlib.contextmanager
-    def restore_path(self, storage_id: str) -> Iterator[pathlib.Path]:
+    def restore_path(self, storage_id: str, *, completed: bool = False) -> Iterator[pathlib.Path]:
         """The stored directory itself: shared storage needs no copy to be read."""
         yield self._existing(storage_id)
 

@@ -53,7 +53,7 @@ def checkpoint_files(request: Request, uuid: str) -> StreamingResponse:
             manager = build_storage_manager(storage_config)
         except Exception as e:
             raise RequestProblem(502, f"the master cannot reach the storage of checkpoint {uuid}: {e}") from None
-    return StreamingResponse(_tar_chunks(manager, uuid), media_type="application/x-tar")
+    return StreamingResponse(_tar_chunks(manager, uuid), media_type="application/x-tar")  # a COMPLETED checkpoint
 
 
 class _QueueWriter:
@@ -97,7 +97,7 @@ def _tar_chunks(manager: StorageManager, uuid: str) -> Iterator[bytes]:
     def produce() -> None:
         writer = _QueueWriter(chunks, cancelled)
         try:
-            with manager.restore_path(uuid) as root, tarfile.open(fileobj=writer, mode="w|") as tar:  # type: ignore[call-overload]
+            with manager.restore_path(uuid, completed=True) as root, tarfile.open(fileobj=writer, mode="w|") as tar:  # type: ignore[call-overload]
                 _add_tree(tar, str(root))
             writer.flush_all()
             writer._put(_DONE)

@@ -5,16 +5,17 @@ data dir can answer without a master (the CLI's fast path) is an entry of determ
 instead, served here by read_routes.py.
 """
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from determined.master import ui
-from determined.master.api import (checkpoint_files, checkpoints, cluster, experiments, info, insights, models,
-                                   read_routes, searcher, templates, trial_protocol, trials, unmanaged, users,
+from determined.master.api import (checkpoint_files, checkpoints, cluster, experiments, imports, info, insights,
+                                   models, read_routes, searcher, templates, trial_protocol, trials, unmanaged, users,
                                    workspaces)
 
 API_PREFIX = "/api/v1"
 
 API_MODULES = (info, experiments, trials, trial_protocol, searcher, unmanaged, checkpoints, checkpoint_files, models,
-               cluster, insights, workspaces, templates, users)
+               cluster, insights, workspaces, templates, users, imports)
 
 
 def include_all(app: FastAPI) -> None:
@@ -25,3 +26,4 @@ def include_all(app: FastAPI) -> None:
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(read_routes.router(), prefix=API_PREFIX)
     app.include_router(ui.router)
+    app.add_exception_handler(StarletteHTTPException, ui.not_found_handler)  # a browser's unknown path: a 404 page

@@ -315,3 +315,20 @@ class Project(Base):
     owner: Mapped[str] = mapped_column(String(128), default="")
     owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ImportMapping(Base):
+    """What `det import determined` did with a row of a source cluster (determined/master/imports/): the row
+    `old_id` of `kind` (users, experiments, checkpoints, ...) of the cluster `source` became `new_id` here (an id
+    kept where it was free), or was skipped (`new_id` NULL, `note` says why). A re-run skips what is recorded, so
+    a killed import continues where it stopped. Metric and log rows are recorded by a watermark instead: kind
+    `watermark`, `old_id` the source table (e.g. `metrics:TRAINING`), `new_id` the last source id imported."""
+
+    __tablename__ = "import_mappings"
+
+    source: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    old_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    new_id: Mapped[Optional[str]] = mapped_column(String(128), nullable=True)
+    note: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -86,7 +86,7 @@ def remove_files(master: "Master", uuid: str, body: Any, principal: auth.Princip
     staging = pathlib.Path(tempfile.mkdtemp(prefix="det-remove-files-"))
     try:
         with master.lock:
-            storage.download(uuid, str(staging))
+            storage.download(uuid, str(staging), completed=True)  # its record was checked by _deletable
             before = directory_resources(str(staging))
             removed = [p for p in before if not p.endswith("/") and _matches(p, globs)]
             if not removed:

@@ -1,16 +1,19 @@
 """Routes of the web UI: the pages, their scripts and styles, and plotly.js from the installed `plotly` package."""
 import functools
 import pathlib
-from typing import Any, Dict
+from typing import Any, Dict, Union
 
 import jinja2
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.exception_handlers import http_exception_handler
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import determined
 
 HERE = pathlib.Path(__file__).resolve().parent
 STATIC = HERE / "static"
+
 
 router = APIRouter(include_in_schema=False)
 
@@ -32,19 +35,45 @@ def _page(request: Request, template: str, title: str, **context: Any) -> HTMLRe
     return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
+def wants_html(request: Request) -> bool:
+    """Whether the client is a browser asking for a page (an API client asks for JSON or anything)."""
+    return "text/html" in request.headers.get("accept", "")
+
+
+def not_found_page(request: Request, what: str) -> HTMLResponse:
+    """A 404 page: what was asked for, and where to go instead."""
+    html = _templates().get_template("not_found.html").render(
+        title="Not found", what=what, path=request.url.path,
+        ui_config={"authEnabled": auth_enabled(request), "version": determined.__version__, "notFound": True})
+    return HTMLResponse(html, status_code=404, headers={"Cache-Control": "no-store"})
+
+
+def _number(request: Request, value: str, what: str) -> Union[int, HTMLResponse]:
+    """`value` as an id, or the 404 page (`/experiments/abc` is no experiment, not a malformed request)."""
+    if value.isdigit() and len(value) < 10:
+        return int(value)
+    return not_found_page(request, f"{what} {value!r}")
+
+
 @router.get("/", response_class=HTMLResponse)
 def experiments_page(request: Request) -> HTMLResponse:
     return _page(request, "experiments.html", "Experiments")
 
 
 @router.get("/experiments/{experiment_id}", response_class=HTMLResponse)
-def experiment_page(request: Request, experiment_id: int) -> HTMLResponse:
-    return _page(request, "experiment.html", f"Experiment {experiment_id}", experimentId=experiment_id)
+def experiment_page(request: Request, experiment_id: str) -> HTMLResponse:
+    number = _number(request, experiment_id, "experiment")
+    if isinstance(number, HTMLResponse):
+        return number
+    return _page(request, "experiment.html", f"Experiment {number}", experimentId=number)
 
 
 @router.get("/trials/{trial_id}", response_class=HTMLResponse)
-def trial_page(request: Request, trial_id: int) -> HTMLResponse:
-    return _page(request, "trial.html", f"Trial {trial_id}", trialId=trial_id)
+def trial_page(request: Request, trial_id: str) -> HTMLResponse:
+    number = _number(request, trial_id, "trial")
+    if isinstance(number, HTMLResponse):
+        return number
+    return _page(request, "trial.html", f"Trial {number}", trialId=number)
 
 
 @router.get("/models", response_class=HTMLResponse)
@@ -96,3 +125,19 @@ def static_file(name: str) -> FileResponse:
 @router.get("/favicon.ico")
 def favicon() -> Response:
     return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request) -> HTMLResponse:
+    """Trials of several experiments side by side (`?experiments=1,2&trials=3,9&metric=validation:NAME`)."""
+    return _page(request, "compare.html", "Compare trials")
+
+
+async def not_found_handler(request: Request, exc: Exception) -> Response:
+    """The app's handler of HTTP errors: a path no route answers, asked for by a browser (not under /api/), gets the
+    404 page; everything else (API clients, /api/ paths, other statuses) FastAPI's JSON, as before. A handler, not a
+    catch-all route: a route added after the UI's is never shadowed, and a wrong method stays a 405."""
+    if (isinstance(exc, StarletteHTTPException) and exc.status_code == 404 and exc.detail == "Not Found"
+            and not request.url.path.startswith("/api/") and wants_html(request)):
+        return not_found_page(request, "page")
+    return await http_exception_handler(request, exc)  # type: ignore[arg-type]
