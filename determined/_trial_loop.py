@@ -263,10 +263,12 @@ class TrialLoop(TrialController):
         return metrics[name]
 
     def _validated(self, metrics: Dict[str, Any]) -> None:
-        """Check for the searcher metric, report the validation metrics and record them."""
+        """Report the validation metrics, check for the searcher metric, and record them. The report goes first:
+        without the searcher metric, the master learns the names the trial does report, ends the search with
+        that reason at once, and restarts no trial (the check then fails this process with the same reason)."""
+        self.core.train.report_validation_metrics(self.steps_completed, metrics)
         if self._needs_searcher_metric():
             self._searcher_metric_value(metrics)
-        self.core.train.report_validation_metrics(self.steps_completed, metrics)
         self._last_validation = self.steps_completed
         self._last_validation_metrics = metrics
 

@@ -190,19 +190,40 @@ def follow(session: Any, experiment_id: int, console: Optional[Any] = None, inte
 
 
 def best_checkpoint(session: Any, experiment: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """The checkpoint with the best searcher metric of the experiment, if any."""
+    """The experiment's best COMPLETED checkpoint by its searcher metric, if any: the first in the one order of
+    "best" (determined.common.checkpoint_order), the one GC keeps and `top_checkpoint()` returns."""
+    from determined.experimental.client import _ranking
     from determined.experimental.client._records import experiment_checkpoints
 
-    ckpts = experiment_checkpoints(session, experiment["id"])
-    metric = experiment.get("searcher_metric")
-    sib = experiment.get("smaller_is_better", True)
-    scored = [
-        c for c in ckpts
-        if c.get("state") == "COMPLETED" and isinstance((c.get("validation_metrics") or {}).get(metric), (int, float))
-    ]
-    if not scored:
-        return None
-    return sorted(scored, key=lambda c: c["validation_metrics"][metric] * (1 if sib else -1))[0]
+    ranked = _ranking.ranked(experiment_checkpoints(session, experiment["id"]), str(experiment.get("searcher_metric")),
+                             bool(experiment.get("smaller_is_better", True)))
+    return ranked[0] if ranked else None
+
+
+def best_trial(session: Any, experiment: Dict[str, Any], trials: Sequence[Dict[str, Any]]) -> Optional[int]:
+    """The trial of the experiment's best validation in the same order as the best checkpoint: the searcher metric,
+    then more batches, then the lower trial id. Trials tied on the metric are told apart by their validations."""
+    from determined.common import checkpoint_order
+
+    sib = bool(experiment.get("smaller_is_better", True))
+    keyed = [(checkpoint_order.validation_key(t.get("best_validation"), sib, 0, 0)[:2], t["id"]) for t in trials
+             if checkpoint_order.metric_value(t.get("best_validation")) is not None]
+    if not keyed:
+        return experiment.get("best_trial_id")
+    top = min(k for k, _ in keyed)
+    tied = sorted(tid for k, tid in keyed if k == top)
+    if len(tied) == 1:
+        return tied[0]
+    from determined.experimental.client._metrics import trial_metric_records
+
+    metric = str(experiment.get("searcher_metric"))
+    keys = []
+    for tid in tied:
+        last_at: Dict[int, Any] = {}  # the last validation at each steps counts, as for a checkpoint
+        for record in trial_metric_records(session, tid, "validation"):
+            last_at[int(record.get("steps_completed") or 0)] = (record.get("metrics") or {}).get(metric)
+        keys.extend(checkpoint_order.validation_key(value, sib, steps, tid) for steps, value in last_at.items())
+    return min(keys)[3] if keys else tied[0]
 
 
 def log_pages(session: Any, trial_id: int, offset: int = 0) -> Iterator[Any]:
@@ -249,9 +270,10 @@ def print_summary(session: Any, desc: Description, console: Optional[Any] = None
     print_failures(session, trials, console)
     best = best_checkpoint(session, exp)
     metric = exp.get("searcher_metric")
-    if exp.get("best_trial_id") is not None:
-        console.print(f"Best trial: {exp['best_trial_id']}  {metric} = {fmt_number(exp.get('best_validation'))}",
-                      markup=False, highlight=False)
+    trial_id = best_trial(session, exp, trials)
+    if trial_id is not None:
+        value = next((t.get("best_validation") for t in trials if t["id"] == trial_id), exp.get("best_validation"))
+        console.print(f"Best trial: {trial_id}  {metric} = {fmt_number(value)}", markup=False, highlight=False)
     if best:
         console.print(
             f"Best checkpoint: {best['uuid']} (trial {best['trial_id']}, batch {best['steps_completed']}, "

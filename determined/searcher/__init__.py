@@ -28,6 +28,7 @@ from determined.searcher._ops import (
 from determined.searcher._pbt import PBTSearch
 from determined.searcher._preview import MAX_TRIALS, check_trial_count, format_preview, planned_trials, preview
 from determined.searcher._random import RandomSearch, SingleSearch
+from determined.searcher._reasons import stop_facts, stop_reason
 from determined.searcher._searcher import AVAILABLE_METHODS, Searcher, make_search_method
 from determined.searcher._simulate import SimTrial, SimulationError, SimulationResult, simulate
 
@@ -79,4 +80,6 @@ __all__ = [
     "operation_to_dict",
     "preview",
     "simulate",
+    "stop_facts",
+    "stop_reason",
 ]

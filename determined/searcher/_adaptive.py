@@ -89,6 +89,7 @@ class _Bracket:
         self.trials = rung_trials(num_trials, divisor, num_rungs)
         self.cost = halving_cost(self.trials, self.lengths)
         self.budget = self.cost if budget is None else budget
+        self.divisor = divisor
         self.smaller_is_better = smaller_is_better
         self.train_stragglers = train_stragglers
         self.rung = 0
@@ -99,6 +100,7 @@ class _Bracket:
         self.closed: Set[str] = set()
         self.over = False
         self.to_create = 0  # rung-0 trials not created yet (created one per rung-0 report on the platform)
+        self.stops: Dict[str, Dict[str, Any]] = {}  # why it closed a trial before the top rung (_reasons.py)
 
     @property
     def top(self) -> int:
@@ -130,10 +132,33 @@ class _Bracket:
             self.closing.add(request_id)
         return ops
 
-    def _close(self, request_ids: Sequence[str]) -> List[Operation]:
+    def _close(self, request_ids: Sequence[str], facts: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Operation]:
         todo = [rid for rid in request_ids if rid not in self.closing and rid not in self.exited]
         self.closing.update(todo)
+        for rid in todo:
+            if facts is not None and rid in facts:
+                self.stops[rid] = facts[rid]
         return [Close(rid) for rid in todo]
+
+    def _rung_facts(self, ranking: Sequence[str], closed: Sequence[str], complete: bool) -> Dict[str, Dict[str, Any]]:
+        """Why each of `closed` leaves the current rung: the rung's rule and where it ranked (`ranking`: the
+        reported trials of the rung that can still train, best first) when the search closed it."""
+        k = self.trials[self.rung + 1]
+        scores = self.scores[self.rung]
+
+        def unsigned(rid: str) -> Optional[float]:
+            score = scores.get(rid)
+            return None if score is None else (score if self.smaller_is_better else -score)
+
+        common = {"rule": "sync", "rung": self.rung + 1, "rungs": len(self.lengths), "length": self.lengths[self.rung],
+                  "divisor": self.divisor, "trials": len(self.members[self.rung]), "promotes": k,
+                  "reported": len(ranking), "complete": complete, "smaller_is_better": self.smaller_is_better,
+                  "cutoff": unsigned(ranking[k - 1]) if 0 < k <= len(ranking) else None}
+        return {rid: {**common, "rank": ranking.index(rid) + 1 if rid in ranking else None, "value": unsigned(rid)}
+                for rid in closed}
+
+    def stop_facts(self, request_id: str) -> Optional[Dict[str, Any]]:
+        return self.stops.get(request_id)
 
     def _ranking(self) -> List[str]:
         """Reported trials of the current rung that can still train, best first (ties: the earlier member)."""
@@ -167,7 +192,9 @@ class _Bracket:
         self.scores[self.rung][request_id] = score
         ops: List[Operation] = self._create(ctx, 1) if self.rung == 0 else []  # its seat goes to the next one
         if not self.train_stragglers and self.rung < self.top:
-            ops += self._close(self._ranking()[self.trials[self.rung + 1]:])
+            ranking = self._ranking()
+            cut = ranking[self.trials[self.rung + 1]:]
+            ops += self._close(cut, self._rung_facts(ranking, cut, complete=False))
         if len(self.scores[self.rung]) == len(self.members[self.rung]) and not (self.rung == 0 and self.to_create):
             ops += self._complete_rung()
         return ops
@@ -178,7 +205,8 @@ class _Bracket:
             return []
         ranking = self._ranking()
         promoted = ranking[: self.trials[self.rung + 1]]
-        ops = self._close([rid for rid in self.members[self.rung] if rid not in promoted])
+        left = [rid for rid in self.members[self.rung] if rid not in promoted]
+        ops = self._close(left, self._rung_facts(ranking, left, complete=True))
         self.rung += 1
         self.members[self.rung] = promoted
         for request_id in promoted:
@@ -220,6 +248,7 @@ class _Bracket:
             "closed": sorted(self.closed),
             "over": self.over,
             "to_create": self.to_create,
+            "stops": {k: dict(v) for k, v in self.stops.items()},
         }
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
@@ -231,6 +260,7 @@ class _Bracket:
         self.closed = set(snapshot["closed"])
         self.over = bool(snapshot["over"])
         self.to_create = int(snapshot.get("to_create", 0))  # older snapshots: every trial was created at start
+        self.stops = {str(k): dict(v) for k, v in (snapshot.get("stops") or {}).items()}  # older snapshots: none
 
 
 class _HalvingBrackets(SideBySideBrackets, SearchMethod):

@@ -138,6 +138,9 @@ class AsyncHalvingSearch(SearchMethod):
         self.closed: Set[str] = set()
         self.closed_out_rungs = 0
         self.shutdown = False
+        # why the search closed a trial before the top rung, recorded when it did (see _reasons.py)
+        self.stops: Dict[str, Dict[str, Any]] = {}
+        self._decided_keep = 1  # stop_once: how many of its rung the last decided trial had to rank within
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "AsyncHalvingSearch":
@@ -260,7 +263,7 @@ class AsyncHalvingSearch(SearchMethod):
         elif self.stop_once:
             promoted = self._insert_and_decide(rung, request_id, value)
             if promoted is None:
-                ops += self._close(request_id)
+                ops += self._close(request_id, self._stop_once_facts(rung, request_id))
         else:
             promoted = self._insert_and_promote(rung, request_id, value)
         if promoted is not None:
@@ -301,15 +304,18 @@ class AsyncHalvingSearch(SearchMethod):
         entries = self.rungs[rung]
         keep = max(int((len(entries) + 1) / self.divisor), 1)
         index = self._insert(rung, request_id, value)
+        self._decided_keep = keep
         if index < keep:
             entries[index][2] = True
             return request_id
         return None
 
-    def _close(self, request_id: str) -> List[Operation]:
+    def _close(self, request_id: str, facts: Optional[Dict[str, Any]] = None) -> List[Operation]:
         if request_id in self.exited or request_id in self.close_sent or request_id in self.closed:
             return []
         self.close_sent.add(request_id)
+        if facts is not None:
+            self.stops[request_id] = facts
         return [Close(request_id)]
 
     def _close_out_rungs(self) -> List[Operation]:
@@ -317,9 +323,41 @@ class AsyncHalvingSearch(SearchMethod):
         while self.closed_out_rungs < self.num_rungs and self.outstanding_by_rung[self.closed_out_rungs] == 0:
             for request_id, _, was_promoted in self.rungs[self.closed_out_rungs]:
                 if not was_promoted:
-                    ops += self._close(request_id)
+                    ops += self._close(request_id, self._close_out_facts(self.closed_out_rungs, request_id))
             self.closed_out_rungs += 1
         return ops
+
+    # ---- why a trial was stopped: facts recorded when the search closes it
+
+    def _unsigned(self, value: float) -> Optional[float]:
+        if value >= WORST_METRIC:
+            return None
+        return value if self.smaller_is_better else -value
+
+    def _rung_facts(self, rung: int, request_id: str) -> Dict[str, Any]:
+        entries = self.rungs[rung]
+        index = next(i for i, entry in enumerate(entries) if entry[0] == request_id)
+        return {"rung": rung + 1, "rungs": self.num_rungs, "length": self.rung_lengths[rung], "divisor": self.divisor,
+                "reached": len(entries), "rank": index + 1, "value": self._unsigned(entries[index][1]),
+                "smaller_is_better": self.smaller_is_better}
+
+    def _close_out_facts(self, rung: int, request_id: str) -> Dict[str, Any]:
+        """A trial left unpromoted in a rung no more trial will reach (every trial of the bracket is past the
+        rungs below): the rung's rule, who reached it, who was promoted."""
+        promoted = [self._unsigned(value) for _, value, was_promoted in self.rungs[rung] if was_promoted]
+        return {**self._rung_facts(rung, request_id), "rule": "asha", "trials": self.max_trials,
+                "went_on": len(promoted), "went_on_values": [v for v in promoted if v is not None]}
+
+    def _stop_once_facts(self, rung: int, request_id: str) -> Dict[str, Any]:
+        """stop_once: the rung as it stood when the trial reported and was decided."""
+        keep = self._decided_keep
+        facts = {**self._rung_facts(rung, request_id), "rule": "stop_once", "keep": keep}
+        facts["cutoff"] = self._unsigned(self.rungs[rung][keep - 1][1]) if keep <= len(self.rungs[rung]) else None
+        return facts
+
+    def stop_facts(self, request_id: str) -> Optional[Dict[str, Any]]:
+        """Why the search closed the trial before the top rung (None when it did not)."""
+        return self.stops.get(request_id)
 
     # ---- description and state
 
@@ -343,6 +381,7 @@ class AsyncHalvingSearch(SearchMethod):
             "closed": sorted(self.closed),
             "closed_out_rungs": self.closed_out_rungs,
             "shutdown": self.shutdown,
+            "stops": {k: dict(v) for k, v in self.stops.items()},
         }
 
     def restore(self, snapshot: Dict[str, Any]) -> None:
@@ -359,6 +398,7 @@ class AsyncHalvingSearch(SearchMethod):
         self.closed = set(snapshot["closed"])
         self.closed_out_rungs = int(snapshot["closed_out_rungs"])
         self.shutdown = bool(snapshot["shutdown"])
+        self.stops = {str(k): dict(v) for k, v in (snapshot.get("stops") or {}).items()}  # older snapshots: none
 
 
 # ---------------------------------------------------------------- brackets side by side

@@ -75,6 +75,7 @@ class StoppingBracket(SearchMethod):
         self.reported_progress: Dict[str, float] = {}
         self.deferred = 0  # first trials the platform's window held back: created as trials end
         self.shutdown = False
+        self.stops: Dict[str, Dict[str, Any]] = {}  # why it stopped a trial, recorded when it did (_reasons.py)
 
     # ---- events
 
@@ -186,11 +187,23 @@ class StoppingBracket(SearchMethod):
                 return []
             index = self._insert(rung, request_id, value)
             if rung == self.num_rungs - 1:
+                self.stops[request_id] = {"rule": "top", "rung": rung + 1, "rungs": self.num_rungs,
+                                          "length": self.units_needed[rung], "time": time}
                 return self._stop(request_id)
             keep = max(int(len(self.rungs[rung]) / self.divisor), 1)
             if index >= keep:
+                entries = self.rungs[rung]
+                unsigned = [None if v >= WORST_METRIC else (v if self.smaller_is_better else -v) for _, v in entries]
+                self.stops[request_id] = {
+                    "rule": "stopping", "rung": rung + 1, "rungs": self.num_rungs, "length": self.units_needed[rung],
+                    "time": time, "divisor": self.divisor, "reached": len(entries), "keep": keep, "rank": index + 1,
+                    "value": unsigned[index], "cutoff": unsigned[keep - 1], "smaller_is_better": self.smaller_is_better}
                 return self._stop(request_id)
         return []
+
+    def stop_facts(self, request_id: str) -> Optional[Dict[str, Any]]:
+        """Why the search stopped the trial (None when it did not)."""
+        return self.stops.get(request_id)
 
     def _stop(self, request_id: str) -> List[Operation]:
         self.stopped.add(request_id)
@@ -214,6 +227,7 @@ class StoppingBracket(SearchMethod):
             "reported_progress": dict(self.reported_progress),
             "deferred": self.deferred,
             "shutdown": self.shutdown,
+            "stops": {k: dict(v) for k, v in self.stops.items()},
         }
 
     def restore(self, snapshot: Dict[str, Any]) -> None:
@@ -227,6 +241,7 @@ class StoppingBracket(SearchMethod):
         self.reported_progress = {str(k): float(v) for k, v in snapshot["reported_progress"].items()}
         self.deferred = int(snapshot.get("deferred", 0))
         self.shutdown = bool(snapshot["shutdown"])
+        self.stops = {str(k): dict(v) for k, v in (snapshot.get("stops") or {}).items()}  # older snapshots: none
 
 
 class ASHAStoppingSearch(SideBySideBrackets, SearchMethod):

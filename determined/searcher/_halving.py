@@ -1,6 +1,6 @@
 """Arithmetic shared by the successive-halving methods (ASHA and the synchronous brackets), exact: no float logs."""
 from fractions import Fraction
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from determined.config.searchers import MODES
 from determined.searcher._context import MAX_TRIALS, SearchContext
@@ -98,6 +98,16 @@ class SideBySideBrackets:
             return 1.0
         done = sum(b.progress(trained) * b.max_trials for b in self.brackets) / float(self.max_trials)
         return min(PROGRESS_BEFORE_SHUTDOWN, done)
+
+    def stop_facts(self, request_id: str) -> Optional[Dict[str, Any]]:
+        """Why the trial's own bracket stopped it (see _reasons.py), with the bracket named; None when it did not."""
+        index = self.owner.get(request_id)
+        if index is None:
+            return None
+        facts = self.brackets[index].stop_facts(request_id)
+        if facts is None:
+            return None
+        return {**facts, "bracket": index + 1, "brackets": len(self.brackets)}
 
     def _bracket_of(self, request_id: str) -> int:
         if request_id not in self.owner:

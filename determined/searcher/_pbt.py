@@ -80,6 +80,7 @@ class PBTSearch(SearchMethod):
         self.failure = False
         self.shutdown = False
         self.to_create = 0  # first-round members not created yet (one per first-round report on the platform)
+        self.stops: Dict[str, Dict[str, Any]] = {}  # why it replaced a member, recorded when it did (_reasons.py)
 
     @classmethod
     def from_config(cls, searcher_config: Mapping[str, Any]) -> "PBTSearch":
@@ -173,6 +174,23 @@ class PBTSearch(SearchMethod):
         self.closing.update(todo)
         return [Close(rid) for rid in todo]
 
+    def _note_replaced(self, ranking: List[str], truncated: List[str], survivors: List[str]) -> None:
+        """Why each truncated member was replaced: the round's rule and where it ranked (see _reasons.py)."""
+
+        def unsigned(rid: str) -> Optional[float]:
+            score = self.scores.get(rid)
+            return None if score is None else (score if self.smaller_is_better else -score)
+
+        for rid in truncated:
+            self.stops[rid] = {"rule": "pbt", "round": self.round, "rounds": self.num_rounds,
+                               "length": self.round * self.length_per_round, "members": len(self.members),
+                               "replaced": len(truncated), "reported": len(ranking), "rank": ranking.index(rid) + 1,
+                               "value": unsigned(rid), "cutoff": unsigned(survivors[-1]) if survivors else None,
+                               "smaller_is_better": self.smaller_is_better}
+
+    def stop_facts(self, request_id: str) -> Optional[Dict[str, Any]]:
+        return self.stops.get(request_id)
+
     def _round_end(self, ctx: SearchContext) -> List[Operation]:
         if len(self.scores) < len(self.members) or self.pending or self.to_create:
             return []
@@ -191,6 +209,7 @@ class PBTSearch(SearchMethod):
         truncated = ranking[len(ranking) - (replaced - len(exited)):] if replaced > len(exited) else []
         survivors = [rid for rid in ranking if rid not in truncated]
         ops = self._close(truncated)
+        self._note_replaced(ranking, truncated, survivors)
         for i in range(replaced):
             parent = survivors[i % len(survivors)]
             request_id = ctx.new_request_id()
@@ -243,6 +262,7 @@ class PBTSearch(SearchMethod):
             "failure": self.failure,
             "shutdown": self.shutdown,
             "to_create": self.to_create,
+            "stops": {k: dict(v) for k, v in self.stops.items()},
         }
 
     def restore(self, snapshot: Dict[str, Any]) -> None:
@@ -260,3 +280,4 @@ class PBTSearch(SearchMethod):
         self.failure = bool(snapshot["failure"])
         self.shutdown = bool(snapshot["shutdown"])
         self.to_create = int(snapshot.get("to_create", 0))  # older snapshots: every member was created at start
+        self.stops = {str(k): dict(v) for k, v in (snapshot.get("stops") or {}).items()}  # older snapshots: none

@@ -114,7 +114,8 @@ PARENT_CK = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 
 
 def test_trial_protocol_and_checkpoints(session: Session) -> None:
-    exp = create(session, config(max_trials=2, length=20))
+    # a Core API script (a Trial class's validation without the searcher metric ends the search: test_wrong_metric.py)
+    exp = create(session, config(max_trials=2, length=20, entrypoint="python3 model.py"))
     t1, t2 = [t["id"] for t in session.get(f"/experiments/{exp['id']}")["trials"]]
     ctx = session.get(f"/trials/{t1}/context")
     assert ctx["latest_checkpoint"] is None and ctx["steps_completed"] == 0 and ctx["config"]["searcher"]["metric"] == "loss"

@@ -232,7 +232,8 @@ class Checkpoint(MasterBound):
             from determined.storage import build_storage_manager
 
             try:
-                build_storage_manager(self.storage).download(self.uuid, str(local))
+                # the record's state was checked by download(): COMPLETED or PARTIALLY_DELETED
+                build_storage_manager(self.storage).download(self.uuid, str(local), completed=True)
             except errors.DeterminedError:
                 if mode is DownloadMode.DIRECT:
                     raise
@@ -463,10 +464,9 @@ def sorted_checkpoints(connection: Any, master: str, checkpoints: List[Dict[str,
 
 
 def _by_metric(checkpoints: List[Dict[str, Any]], metric: str, ascending: bool) -> List[Dict[str, Any]]:
-    """Checkpoints with the metric first (best first by `ascending`), then the others by batch."""
-    ranked = _ranking.ranked(checkpoints, metric, ascending)
-    seen = {c["uuid"] for c in ranked}
-    return ranked + [c for c in checkpoints if c["uuid"] not in seen]
+    """Checkpoints with the metric first (best first by `ascending`), then the others; ties in the one order of
+    determined.common.checkpoint_order (more batches first, then the lower trial id, then the uuid)."""
+    return sorted(checkpoints, key=lambda c: _ranking.key(c, metric, ascending))
 
 
 def _mkdtemp(prefix: str, dir: pathlib.Path) -> str:

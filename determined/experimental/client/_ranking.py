@@ -1,8 +1,8 @@
-"""Choosing checkpoints by a validation metric."""
-import math
+"""Choosing checkpoints by a validation metric, in determined.common.checkpoint_order's order (GC's too)."""
 from typing import Any, Dict, List, Optional, Tuple
 
 from determined import errors
+from determined.common import checkpoint_order
 from determined.experimental.client._common import UsageError
 
 
@@ -24,24 +24,22 @@ def criteria(config: Dict[str, Any], sort_by: Optional[str], smaller_is_better: 
 
 
 def _metric_of(ckpt: Dict[str, Any], metric: str) -> Optional[float]:
-    value = (ckpt.get("validation_metrics") or {}).get(metric)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        return None
-    return float(value)
+    return checkpoint_order.metric_value((ckpt.get("validation_metrics") or {}).get(metric))
+
+
+def key(ckpt: Dict[str, Any], metric: str, smaller_is_better: bool) -> checkpoint_order.CheckpointKey:
+    """The sort key of a checkpoint's JSON by `metric`: the best first, ties broken as checkpoint_order says."""
+    return checkpoint_order.checkpoint_key(_metric_of(ckpt, metric), smaller_is_better, ckpt.get("steps_completed"),
+                                           int(ckpt.get("trial_id") or 0), ckpt["uuid"])
 
 
 def ranked(checkpoints: List[Dict[str, Any]], metric: str, smaller_is_better: bool) -> List[Dict[str, Any]]:
     """COMPLETED checkpoints that have `metric` among their validation metrics, best first.
 
-    Ties keep the later checkpoint (more batches) first.
+    Ties: more batches first, then the lower trial id, then the uuid (determined.common.checkpoint_order).
     """
-    scored = []
-    for c in checkpoints:
-        value = _metric_of(c, metric) if c.get("state") == "COMPLETED" else None
-        if value is not None:
-            scored.append((value if smaller_is_better else -value, -int(c.get("steps_completed") or 0), c["uuid"], c))
-    scored.sort(key=lambda item: item[:3])
-    return [item[3] for item in scored]
+    scored = [c for c in checkpoints if c.get("state") == "COMPLETED" and _metric_of(c, metric) is not None]
+    return sorted(scored, key=lambda c: key(c, metric, smaller_is_better))
 
 
 def best_per_trial(checkpoints: List[Dict[str, Any]], metric: str, smaller_is_better: bool) -> List[Dict[str, Any]]:

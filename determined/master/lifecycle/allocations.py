@@ -154,8 +154,13 @@ def _failed(s: Session, exp: Experiment, trial: Trial, returncode: int, allocati
     failed = f"run {trial.runs} failed with exit code {returncode}"
     canceled_by = log_policies.cancels_retries(trial, allocation_id)
     max_restarts = int(exp.config.get("max_restarts", 5))
-    if canceled_by is not None or trial.restarts >= max_restarts:
-        if canceled_by is not None:
+    search_failed = bool(exp.searcher_shutdown and exp.searcher_failure)
+    if canceled_by is not None or search_failed or trial.restarts >= max_restarts:
+        if search_failed:  # the search ended with an error (its reason is in the trial's logs): nothing to retry
+            logger.warning("trial %s failed (exit code %s) after its search ended with an error: ERROR", trial.id,
+                           returncode)
+            trial_notes.note(s, trial.id, f"{failed}; not restarted: the search ended with an error")
+        elif canceled_by is not None:
             policy = repr(canceled_by.get("name") or canceled_by.get("line"))
             logger.warning("trial %s failed (exit code %s); log policy %s (cancel_retries) matched its logs: not "
                            "restarted: ERROR", trial.id, returncode, policy)

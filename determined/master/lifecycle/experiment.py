@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, object_session
 from determined import searcher
 from determined.config import searcher_drives_trials
 from determined.common.metric_groups import SYSTEM_GROUPS
-from determined.master.lifecycle import states, trial_notes, unmanaged
+from determined.master.lifecycle import states, trial_notes, trial_status, unmanaged
 from determined.master.db import (
     Checkpoint,
     Experiment,
@@ -36,6 +36,9 @@ from determined.master.problems import RequestProblem
 logger = logging.getLogger("determined.master")
 
 Event = Tuple[str, Dict[str, Any]]
+
+# The most an experiment that did not finish its search (it ended in ERROR) may show as its progress.
+PROGRESS_NOT_DONE = 0.99
 
 
 # ---------------------------------------------------------------- lookups
@@ -150,6 +153,7 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     method = load_searcher(exp, searcher_capacity(s, exp))
     queue: Deque[Event] = collections.deque(events)
     created = _Created()
+    message: Optional[str] = None
     while queue:
         kind, args = queue.popleft()
         ops = _dispatch(method, kind, args)
@@ -157,16 +161,40 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
             s.add(SearcherEvent(experiment_id=exp.id, event={"kind": kind, **args},
                                 operations=[searcher.operation_to_dict(op) for op in ops]))
         for op in ops:
+            if isinstance(op, searcher.Shutdown) and op.message:
+                message = str(op.message)
             queue.extend(_apply_operation(s, exp, method, op, created))
         if exp.searcher_shutdown:
             break
-    exp.searcher_snapshot = method.snapshot()
-    exp.progress = 1.0 if exp.searcher_shutdown else method.progress(trained_units(s, exp, method.unit))
+    snapshot = method.snapshot()
+    if message is not None:  # why the search stopped with an error: the trials' reasons say it (trial_status.py)
+        snapshot[trial_status.SHUTDOWN_MESSAGE] = message
+    exp.searcher_snapshot = snapshot
+    if exp.searcher_shutdown and exp.searcher_failure:
+        exp.progress = min(float(exp.progress or 0.0), PROGRESS_NOT_DONE)  # what was done before it failed
+    else:
+        exp.progress = 1.0 if exp.searcher_shutdown else method.progress(trained_units(s, exp, method.unit))
     s.flush()
     # A trial this call created and that is still open keeps the experiment going: no need to look (the usual
     # event of a search, a trial's end that creates the next one).
     if not any(t.state not in states.TRIAL_TERMINAL for t in created.trials.values()):
         _check_done(s, exp)
+
+
+def fail_search(s: Session, exp: Experiment, message: str) -> None:
+    """End the experiment's search with an error now, for a problem of its config found while its trials run (a
+    searcher metric the trials do not report): no new trials, the open ones are closed and not restarted, their
+    reasons and logs say `message`, and the experiment ends ERROR, as when a search method shuts down failing."""
+    if exp.searcher_shutdown or exp.state in states.EXPERIMENT_TERMINAL:
+        return
+    method = load_searcher(exp, searcher_capacity(s, exp))
+    _apply_operation(s, exp, method, searcher.Shutdown(failure=True, message=message), _Created())
+    snapshot = method.snapshot()
+    snapshot[trial_status.SHUTDOWN_MESSAGE] = message
+    exp.searcher_snapshot = snapshot
+    exp.progress = min(float(exp.progress or 0.0), PROGRESS_NOT_DONE)
+    s.flush()
+    _check_done(s, exp)
 
 
 def trained_units(s: Session, exp: Experiment, unit: str) -> "TrainedUnits":
@@ -402,9 +430,26 @@ def _check_done(s: Session, exp: Experiment) -> None:
         trial_states = set(s.scalars(select(Trial.state).where(Trial.experiment_id == exp.id).distinct()))
         all_errored = trial_states == {states.ERROR}
         exp.state = states.ERROR if (exp.searcher_failure or all_errored) else states.COMPLETED
+        if exp.state == states.ERROR:
+            exp.progress = progress_done(s, exp)
     else:
         return
     exp.end_time = utcnow()
+
+
+def progress_done(s: Session, exp: Experiment) -> float:
+    """The fraction of its search an experiment that ended in ERROR actually did: the units its trials trained over
+    the units the search planned (`preview`'s total), below 1; the progress last stored when the plan is unknown."""
+    stored = min(float(exp.progress or 0.0), PROGRESS_NOT_DONE)
+    try:
+        planned = searcher.preview(exp.config).get("total_length")
+        unit = searcher.make_search_method(exp.config["searcher"]).unit
+    except Exception:  # a search whose plan cannot be told in advance (custom): what was stored
+        return stored
+    if not planned:
+        return stored
+    trained = sum(trained_units(s, exp, unit).values())
+    return min(PROGRESS_NOT_DONE, max(0.0, trained / float(planned)))
 
 
 def finish_trial(s: Session, exp: Experiment, trial: Trial, state: str, reason: Optional[str]) -> None:

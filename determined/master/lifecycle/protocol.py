@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 import determined
 from determined.master.registry import names, model_registry
+from determined.master.insights import curves, kept_curves
 from determined.master.lifecycle import states, trial_notes
 from determined.master.lifecycle.allocations import running_trial
 from determined.master.db import (
@@ -24,7 +25,9 @@ from determined.master.db import (
     ValidationMetrics,
     utcnow,
 )
+from determined.config.entrypoint import runs_a_script
 from determined.master.lifecycle.experiment import (
+    fail_search,
     _better,
     feed_searcher,
     get_experiment,
@@ -151,6 +154,9 @@ def report_training(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[s
     if not isinstance(metrics, Mapping) or not isinstance(batch_metrics, list):
         raise RequestProblem(400, "training metrics: expected metrics as an object and batch_metrics as a list")
     _check_metric_names(metrics, batch_metrics)
+    if steps <= (trial.total_batches or 0):  # it may replace or precede stored reports: the curves are read again
+        kept_curves.forget(s.connection(), [trial.id])
+        curves.cache_of(s.get_bind()).rewritten(trial.id, (trial.metrics_version or 0) + 1)
     s.add(TrainingMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics),
                           batch_metrics=_json_safe(batch_metrics), end_time=utcnow()))
     trial.total_batches = max(trial.total_batches, steps)
@@ -212,9 +218,11 @@ def store_training_reports(connection: Connection, reports: Sequence[TrainingRep
     ids = sorted({r.trial_id for r in reports})
     tokens: Dict[int, Optional[str]] = {}
     furthest_stored: Dict[int, int] = {}
-    for tid, token, total in connection.execute(select(Trial.id, Trial.session_token, Trial.total_batches)
-                                                .where(Trial.id.in_(ids))):
-        tokens[tid], furthest_stored[tid] = token, total or 0
+    versions: Dict[int, Tuple[int, int]] = {}  # trial -> (its metrics version before this batch, its experiment)
+    for tid, token, total, version, exp_id in connection.execute(
+            select(Trial.id, Trial.session_token, Trial.total_batches, Trial.metrics_version, Trial.experiment_id)
+            .where(Trial.id.in_(ids))):
+        tokens[tid], furthest_stored[tid], versions[tid] = token, total or 0, (version or 0, exp_id)
     outcomes: List[Optional[BaseException]] = []
     accepted: Dict[Tuple[int, int], TrainingReport] = {}
     for r in reports:
@@ -232,8 +240,7 @@ def store_training_reports(connection: Connection, reports: Sequence[TrainingRep
         # (the usual case) replaces nothing, and costs no DELETE.
         replacing = [{"tid": r.trial_id, "steps": r.steps_completed} for r in rows
                      if r.steps_completed <= furthest_stored[r.trial_id]]
-        if replacing:
-            connection.execute(_TRAINING_DELETE, replacing)
+        replaced = bool(replacing) and connection.execute(_TRAINING_DELETE, replacing).rowcount != 0
         connection.execute(_training_insert(connection), [
             {"tid": r.trial_id, "steps": r.steps_completed, "metrics": r.metrics_json,
              "batch_metrics": r.batch_metrics_json, "end_time": r.end_time} for r in rows])
@@ -241,7 +248,63 @@ def store_training_reports(connection: Connection, reports: Sequence[TrainingRep
         for r in rows:
             furthest[r.trial_id] = max(furthest.get(r.trial_id, 0), r.steps_completed)
         connection.execute(_TOTAL_BATCHES, [{"tid": t, "steps": steps} for t, steps in sorted(furthest.items())])
+        _feed_curves(connection, rows, versions, {r["tid"] for r in replacing} if replaced else set())
     return outcomes
+
+
+class _CurvePoint:
+    """A stored training report as the learning curves read it (its metrics parsed when they are folded in)."""
+
+    __slots__ = ("steps_completed", "end_time", "_json", "_metrics")
+
+    def __init__(self, report: TrainingReport) -> None:
+        self.steps_completed, self.end_time, self._json, self._metrics = (
+            report.steps_completed, report.end_time, report.metrics_json, None)
+
+    @property
+    def metrics(self) -> Any:
+        if self._metrics is None:
+            self._metrics = json.loads(self._json)
+        return self._metrics
+
+
+def _feed_curves(connection: Connection, rows: Sequence[TrainingReport], versions: Mapping[int, Tuple[int, int]],
+                 rewritten: set) -> None:
+    """The learning curves follow the stored reports (determined/master/insights/curves.py): a trial's new reports
+    are folded into its downsampled curves once the transaction commits; a trial whose stored reports were replaced
+    has its kept curves dropped in this transaction (they are read from its points again)."""
+    cache = curves.cache_of(connection.engine)
+    by_trial: Dict[int, List[TrainingReport]] = {}
+    for r in rows:
+        by_trial.setdefault(r.trial_id, []).append(r)
+    if rewritten:
+        kept_curves.forget(connection, sorted(rewritten))
+        for tid in rewritten:
+            cache.rewritten(tid, versions[tid][0] + 1)
+    new = sorted({versions[tid][1] for tid in by_trial if tid not in rewritten and versions[tid][0] == 0})
+    trials_of_experiment: Dict[int, int] = {}
+    if new:  # a trial's first reports: its curve is started for the experiment's default point count
+        trials_of_experiment = dict(connection.execute(select(Trial.experiment_id, func.count(Trial.id))
+                                                       .where(Trial.experiment_id.in_(new))
+                                                       .group_by(Trial.experiment_id)).all())
+    folds = []
+    for tid, mine in by_trial.items():
+        if tid in rewritten:
+            continue
+        version, exp_id = versions[tid]
+        create = None
+        if version == 0 and exp_id in trials_of_experiment:
+            points = curves.default_max_points(trials_of_experiment[exp_id])
+            create = points if points <= curves.CREATE_ON_WRITE_MAX else None
+        mine.sort(key=lambda r: r.steps_completed)
+        folds.append((tid, version, [_CurvePoint(r) for r in mine], create))
+
+    def fold() -> None:
+        for tid, version, points, create in folds:
+            cache.fold(tid, version, points, create)
+
+    if folds:
+        kept_curves.after_commit(connection, fold)
 
 
 def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict[str, Any]:
@@ -264,8 +327,18 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
         _store_validation(s, trial, steps, metrics)
         _note_validation(s, trial, steps, metrics, False)
         return {"is_best": False}
+    if value is None and not runs_a_script(exp.config):
+        # A Trial class's validation must hold the searcher metric (its loop reports, then refuses one without it):
+        # the config names a metric the trial does not report, and every trial would train, then fail, the same
+        # way. The search ends now with the reason, not after each trial's max_restarts.
+        reported = ", ".join(sorted(str(k) for k in metrics)) or "none"
+        _store_validation(s, trial, steps, metrics)
+        _note_validation(s, trial, steps, metrics, False)
+        fail_search(s, exp, f"searcher.metric {name!r} is not among the validation metrics the trial reports "
+                            f"({reported}): set searcher.metric to one of them (and smaller_is_better to match)")
+        return {"is_best": False}
     if value is None:
-        # Determined 0.26/0.38 stored such a report as it is: the searcher gets its metric from
+        # A script's (Core API) report: Determined 0.26/0.38 stored such a report as it is: the searcher gets its metric from
         # `SearcherOperation.report_completed`, and the Trial APIs' loops refuse a validation without it themselves.
         # It cannot be the best validation.
         _store_validation(s, trial, steps, metrics)

@@ -5,10 +5,14 @@ A trial's stored `state` is Determined's (ACTIVE for a trial that runs, waits fo
 promotion alike); its status is derived from the stored run, the searcher operations and the validations,
 in portable SQL (determined/master/views/dbread.py), so the master and the CLI's local reads say the same.
 """
+import logging
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from determined import searcher
 from determined.master.views.dbread import Reader, in_list
+
+logger = logging.getLogger("determined.master")
 
 RUNNING = "RUNNING"
 QUEUED = "QUEUED"
@@ -58,6 +62,32 @@ def _fmt(value: Optional[float]) -> str:
     return "none" if value is None else f"{value:.5g}"
 
 
+# Where experiment.py keeps, in the searcher snapshot, the message of a search that stopped with an error.
+SHUTDOWN_MESSAGE = "shutdown_message"
+
+
+def _search_method(exp: Any) -> Optional[Any]:
+    """The experiment's search method as its snapshot left it (what it decided, in its own brackets and rungs);
+    None when there is none to read."""
+    snapshot = getattr(exp, "searcher_snapshot", None)
+    config = exp.config or {}
+    if not isinstance(snapshot, Mapping) or not isinstance(snapshot.get("method"), Mapping) or not config.get("searcher"):
+        return None
+    try:
+        method = searcher.make_search_method(config["searcher"])
+        method.restore(dict(snapshot["method"]))
+        return method
+    except Exception as e:  # an old or foreign snapshot: the reasons say less, never something untrue
+        logger.debug("experiment %s: the search method's state cannot be read (%s)", exp.id, e)
+        return None
+
+
+def shutdown_message(exp: Any) -> Optional[str]:
+    snapshot = getattr(exp, "searcher_snapshot", None)
+    message = snapshot.get(SHUTDOWN_MESSAGE) if isinstance(snapshot, Mapping) else None
+    return str(message) if message else None
+
+
 class _Experiment:
     """What the reasons of one experiment's trials need: operations and validated metrics per trial."""
 
@@ -71,6 +101,7 @@ class _Experiment:
         self.metric_at: Dict[Tuple[int, int], Optional[float]] = {}  # (trial, length) -> searcher metric there
         self._complete = trial_ids is None
         self._lengths_read: Set[int] = set()
+        self._method: Any = False  # read on first use
         if trial_ids is None:
             self._read("trial_id IN (SELECT id FROM trials WHERE experiment_id = :e)", e=exp.id)
         else:
@@ -117,33 +148,47 @@ class _Experiment:
                 return f"round {length // per_round} ({amount})"
         return amount
 
-    def _worse(self, a: float, b: float) -> bool:
-        return a > b if self.smaller else a < b
+    def method(self) -> Optional[Any]:
+        if self._method is False:
+            self._method = _search_method(self.exp)
+        return self._method
+
+    def facts(self, trial: Any) -> Optional[Dict[str, Any]]:
+        """What the search method recorded when it stopped the trial (its own bracket's and rung's facts)."""
+        method = self.method()
+        request_id = getattr(trial, "request_id", None)
+        return searcher.stop_facts(method, str(request_id)) if method is not None and request_id is not None else None
+
+    def stopped_by_search_end(self, trial: Any) -> Optional[str]:
+        """A trial the search method never stopped, closed because the search ended (the search shut down: it
+        failed, or it needed no more trials) before the trial trained its full length."""
+        if not (self.exp.searcher_shutdown and trial.close_requested):
+            return None
+        if self.exp.searcher_failure:
+            message = shutdown_message(self.exp)
+            return "stopped when the search stopped with an error" + (f": {message}" if message else "")
+        return "stopped when the search ended: it needed no more trials"
 
     def stop_reason(self, trial: Any) -> Optional[str]:
-        """Why the search method closed a trial before the full length: where, its metric, and the cutoff."""
+        """Why the search method closed a trial before the full length, from its own bracket and rung."""
+        facts = self.facts(trial)
+        if facts is not None and facts.get("rule") != "top":
+            method = self.method()
+            return searcher.stop_reason(facts, self.metric, str(getattr(method, "unit", self.unit)))
         ops = self.ops.get(trial.id)
         if ops is None or not ops.completed or self.full is None:
-            return None
+            return self.stopped_by_search_end(trial)
         last = max(ops.completed)
         if last >= self.full:
             return None
-        self._others_at(last)
-        where = self._where(trial.id, last)
-        own = self.metric_at.get((trial.id, last))
-        went_on = [m for (tid, length), m in self.metric_at.items()
-                   if length == last and tid != trial.id and m is not None and max(self.ops[tid].completed + [
-                       p for p, _ in self.ops[tid].pending]) > last]
+        ended = self.stopped_by_search_end(trial)
+        if ended is not None:
+            return ended
+        if not trial.close_requested:
+            return None  # it ended on its own (a script's process), not by the searcher
+        # The search method recorded no facts (a snapshot from before they were kept): where, and its metric only.
         verb = "replaced" if self.name == "pbt" else "stopped"
-        text = f"{verb} by the searcher at {where}: {self.metric} {_fmt(own)}"
-        if went_on:
-            cutoff = max(went_on) if self.smaller else min(went_on)
-            relation = "worse than" if own is None or self._worse(own, cutoff) else "no better than"
-            who = "the trial that went on" if len(went_on) == 1 else f"the worst of the {len(went_on)} trials that went on"
-            text += f", {relation} the cutoff {_fmt(cutoff)} ({who})"
-        else:
-            text += "; no trial went on from there"
-        return text
+        return f"{verb} by the searcher at {self._where(trial.id, last)}: {self.metric} {_fmt(self.metric_at.get((trial.id, last)))}"
 
     def waiting_reason(self, trial: Any) -> str:
         ops = self.ops.get(trial.id) or _Ops()
@@ -156,6 +201,9 @@ class _Experiment:
         if self.name == "pbt":
             return "waiting for the other members to finish the round" + reported
         return "waiting for the search method" + reported
+
+    def unit_of_method(self) -> str:
+        return str(getattr(self.method(), "unit", self.unit))
 
     def status(self, trial: Any) -> Tuple[str, Optional[str]]:
         state = trial.state
@@ -186,6 +234,9 @@ class _Experiment:
             reason = self.stop_reason(trial)
             if reason is not None:
                 return STOPPED, reason
+            facts = self.facts(trial)
+            if facts is not None and facts.get("rule") == "top":
+                return COMPLETED, (f"reached the top rung ({facts['length']} {self.unit_of_method()}) and was done")
             if self.full is not None:
                 ops = self.ops.get(trial.id)
                 reached = max(ops.completed) if ops is not None and ops.completed else 0
@@ -200,8 +251,17 @@ class _Experiment:
                 policy = policies[-1].get("name") or policies[-1].get("line")
                 return ERROR, f"failed; log policy {policy!r} (cancel_retries) matched its logs, so it was not restarted"
             failures = trial.restarts + 1  # `restarts` counts the restarts that happened
-            return ERROR, (f"failed {failures} time{'s' if failures != 1 else ''}, more than max_restarts "
-                           f"({config.get('max_restarts', 5)}) allows; its logs show why")
+            max_restarts = int(config.get("max_restarts", 5))
+            message = shutdown_message(self.exp) if self.exp.searcher_failure else None
+            if trial.restarts >= max_restarts:
+                text = (f"failed {failures} time{'s' if failures != 1 else ''}, more than max_restarts "
+                        f"({max_restarts}) allows; its logs show why")
+            else:  # it did not use its restarts: it reported that it cannot succeed (a restart would fail the same way)
+                restarted = f" after {trial.restarts} restart{'s' if trial.restarts != 1 else ''}" if trial.restarts else ""
+                text = (f"failed{restarted} and was not restarted: it cannot succeed as written, a restart would fail "
+                        f"the same way")
+            return ERROR, text + (f"; the search stopped with an error: {message}" if message else
+                                  ("" if trial.restarts >= max_restarts else "; its logs show why"))
         if state == "CANCELED":
             if self.exp.state in ("CANCELED", "STOPPING_CANCELED"):
                 return CANCELED, "its experiment was canceled or killed"

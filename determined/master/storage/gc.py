@@ -2,9 +2,11 @@
 
 The checkpoints kept are the union of the experiment's `save_experiment_best` best, per trial its
 `save_trial_best` best and its `save_trial_latest` latest, every checkpoint registered in the model
-registry, and every checkpoint an unfinished trial started from and still needs (it has none of its own yet). "Best" ranks by the searcher metric of the validation at the checkpoint's steps (direction from
-`searcher.smaller_is_better`); checkpoints with no such validation rank last, and ties go to the later
-checkpoint. Only COMPLETED checkpoints take part.
+registry, and every checkpoint an unfinished trial started from and still needs (it has none of its own yet).
+"Best" is determined.common.checkpoint_order's, the order every reader of "best" uses: the searcher metric of the
+validation at the checkpoint's steps (direction from `searcher.smaller_is_better`; checkpoints with no such
+validation rank last), then more batches, then the lower trial id, then the uuid. Only COMPLETED checkpoints
+take part.
 """
 import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Set, Tuple
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Set, Tuple
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from determined.common import checkpoint_order
 from determined.config.storage import GC_DEFAULTS
 from determined.master.registry import model_registry
 from determined.master.lifecycle import states
@@ -91,25 +94,19 @@ def warm_start_sources_in_use(s: Session, uuids: List[str]) -> Set[str]:
 
 
 def _ranking(s: Session, exp: Experiment, ckpts: List[Checkpoint]) -> Any:
-    """A sort key putting the best checkpoint first."""
+    """A sort key putting the best checkpoint first (determined.common.checkpoint_order)."""
     metric = exp.config["searcher"]["metric"]
     smaller = bool(exp.config["searcher"].get("smaller_is_better", True))
     trial_ids = sorted({c.trial_id for c in ckpts})
-    values: Dict[Tuple[int, int], float] = {}
+    values: Dict[Tuple[int, int], Any] = {}
     rows = s.scalars(select(ValidationMetrics).where(ValidationMetrics.trial_id.in_(trial_ids))
                      .order_by(ValidationMetrics.id))
-    for row in rows:  # a later row at the same steps wins
-        value = (row.metrics or {}).get(metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            values[(row.trial_id, row.steps_completed)] = float(value)
-        else:
-            values.pop((row.trial_id, row.steps_completed), None)
+    for row in rows:  # a later row at the same steps wins (as the checkpoint's `validation_metrics` in the API)
+        values[(row.trial_id, row.steps_completed)] = (row.metrics or {}).get(metric)
 
-    def key(c: Checkpoint) -> Tuple[int, float, int, int]:
+    def key(c: Checkpoint) -> checkpoint_order.CheckpointKey:
         value = values.get((c.trial_id, c.steps_completed))
-        if value is None:
-            return (1, 0.0, -c.steps_completed, -c.id)
-        return (0, value if smaller else -value, -c.steps_completed, -c.id)
+        return checkpoint_order.checkpoint_key(value, smaller, c.steps_completed, c.trial_id, c.uuid)
 
     return key
 
