@@ -6,11 +6,20 @@ with a version. Then each command runs `--repeats` times as a fresh process (int
 so the machine's load drifts evenly over all of them), and the script prints each median and its ratio to
 the median of `det --help`. Target: every read command <= 1.5x `det --help`.
 
+With `--running-master`, a master runs on the data dir while the commands run (`det master up` on 127.0.0.1,
+any free port, started by the script and stopped by its pid at the end) and DET_MASTER stays unset: what
+`det master up` users have. (The experiments still running are paused first, so the master runs no trial
+while the commands are timed.)
+
     .venv/bin/python benchmarks/cli_latency.py                  # 15 repeats
     .venv/bin/python benchmarks/cli_latency.py --repeats 31 --keep DIR
+    .venv/bin/python benchmarks/cli_latency.py --running-master
 """
 import argparse
+import contextlib
 import os
+import re
+import signal
 import pathlib
 import statistics
 import subprocess
@@ -18,7 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -41,8 +50,10 @@ def _config(name: str, searcher: Dict[str, Any]) -> Dict[str, Any]:
                                 "width": {"type": "categorical", "vals": [32, 64, 128]}}}
 
 
-def fill_data_dir(data_dir: pathlib.Path) -> Dict[str, Any]:
-    """Experiments, trials, metrics, checkpoints, logs and a model, written through the master's API in-process.
+def fill_data_dir(data_dir: pathlib.Path, pause_all: bool = False) -> Dict[str, Any]:
+    """Experiments, trials, metrics, checkpoints, logs and a model, written through the master's API in-process;
+    with `pause_all`, every experiment that has not ended is paused (a master started on the data dir then runs
+    nothing).
 
     Returns the ids the commands read: an experiment, a trial and a checkpoint uuid.
     """
@@ -87,6 +98,10 @@ def fill_data_dir(data_dir: pathlib.Path) -> Dict[str, Any]:
                 s.add_all([TrialLog(trial_id=tid, timestamp=now, stream="stdout", message=f"batch {b}: loss {1 / b:.4f}")
                            for b in range(1, 201)])
     session.post(f"/experiments/{exp_ids[-1]}/pause")
+    if pause_all:
+        for exp_id in exp_ids:
+            if session.get(f"/experiments/{exp_id}")["experiment"]["state"] == "ACTIVE":
+                session.post(f"/experiments/{exp_id}/pause")
     session.post("/models/bench-model", {"description": "a model", "metadata": {"team": "bench"}})
     session.post("/models/bench-model/versions", {"checkpoint_uuid": checkpoint_uuid})
     master.stop()
@@ -103,6 +118,37 @@ def commands(ids: Dict[str, Any]) -> List[Tuple[str, List[str]]]:
         ("model list", ["model", "list"]),
         ("checkpoint describe", ["checkpoint", "describe", ids["checkpoint"]]),
     ]
+
+
+@contextlib.contextmanager
+def running_master(data_dir: pathlib.Path, log_path: pathlib.Path, timeout: float = 120.0) -> Iterator[str]:
+    """`det master up` on the data dir (127.0.0.1, a free port) for the life of the block; yields its URL. It is
+    stopped by its pid (SIGTERM, as Ctrl-C) at the end."""
+    env = {**os.environ, "DET_DATA_DIR": str(data_dir)}
+    for key in ("DET_MASTER", "DET_MASTER_ADDR"):
+        env.pop(key, None)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "determined", "master", "up", "--host", "127.0.0.1",
+                                 "--port", "0", "--data-dir", str(data_dir)], env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = re.search(r"Master serving at (http://\S+)", log_path.read_text())
+            if found:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"det master up did not start:\n{log_path.read_text()}")
+            time.sleep(0.2)
+        yield found.group(1)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def time_commands(data_dir: pathlib.Path, cmds: Sequence[Tuple[str, List[str]]], repeats: int) -> Dict[str, List[float]]:
@@ -127,12 +173,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--keep", default=None, help="fill this data dir (kept) instead of a temporary one")
+    parser.add_argument("--running-master", action="store_true",
+                        help="time the commands with `det master up` running on the data dir and DET_MASTER unset")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = pathlib.Path(args.keep or tmp) / "data"
-        ids = fill_data_dir(data_dir)
+        ids = fill_data_dir(data_dir, pause_all=args.running_master)
         cmds = commands(ids)
-        times = time_commands(data_dir, cmds, args.repeats)
+        with contextlib.ExitStack() as stack:
+            if args.running_master:
+                url = stack.enter_context(running_master(data_dir, pathlib.Path(tmp) / "master.log"))
+                print(f"a master runs on the data dir at {url} (det master up); DET_MASTER unset")
+            times = time_commands(data_dir, cmds, args.repeats)
     base = statistics.median(times["det --help"])
     print(f"{'command':<22} {'median s':>9} {'min s':>7} {'/ det --help':>12}")
     worst = 0.0

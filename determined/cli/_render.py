@@ -3,12 +3,13 @@
 Light on purpose: read commands import this and nothing of the server stack or of rich.
 """
 import json
+import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from determined.common.table import HPARAM, KEY, NUMBER, TEXT, Column, print_table
+from determined.common.table import HPARAM, KEY, NUMBER, TEXT, WRAP, Column, print_table
 from determined.common.formats import escape_control, fmt_bytes, fmt_duration, fmt_number, fmt_time
 
-__all__ = ["HPARAM", "KEY", "NUMBER", "TEXT", "Column", "csv_rows", "fmt_bytes", "fmt_duration", "fmt_metric",
+__all__ = ["HPARAM", "KEY", "NUMBER", "TEXT", "WRAP", "Column", "csv_rows", "fmt_bytes", "fmt_duration", "fmt_metric",
            "fields", "fmt_time", "metrics_text", "print_json", "print_table", "say", "table"]
 
 
@@ -21,15 +22,30 @@ def say(text: str) -> None:
     print(escape_control(text))
 
 
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_METRICS = re.compile(r"[^=, ]+=[^,]*(, [^=, ]+=[^,]*)*")  # what metrics_text writes
+
+
+def _kind(values: Sequence[Any]) -> str:
+    """NUMBER for numbers, KEY for UUIDs (never cut), WRAP for metrics (`a=0.1, b=2`: wrapped, never cut), else
+    TEXT."""
+    if not values:
+        return TEXT
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return NUMBER
+    if all(isinstance(v, str) and _UUID.fullmatch(v) for v in values):
+        return KEY
+    if all(isinstance(v, str) and _METRICS.fullmatch(v) for v in values):
+        return WRAP
+    return TEXT
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], title: Optional[str] = None,
           empty: Optional[str] = None) -> None:
-    """A table whose columns of numbers are NUMBER columns and the others TEXT."""
+    """A table whose columns of numbers are NUMBER columns, of UUIDs KEY, of metrics WRAP and the others TEXT."""
     rows = [list(r) for r in rows]
-    columns = []
-    for i, header in enumerate(headers):
-        values = [r[i] for r in rows if r[i] not in (None, "")]
-        numeric = bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        columns.append(Column(header, NUMBER if numeric else TEXT))
+    columns = [Column(header, _kind([r[i] for r in rows if r[i] not in (None, "")]))
+               for i, header in enumerate(headers)]
     print_table(columns, rows, title=title, empty=empty)
 
 

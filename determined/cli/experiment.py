@@ -102,7 +102,8 @@ def _prewarm_early(args: argparse.Namespace, raw: Dict[str, Any]) -> None:
     imports the client and the master (determined/experimental/_prewarm.py); `run_experiment` adopts it."""
     from determined.experimental import _connect, _prewarm
 
-    runs_here = not args.paused and not (args.local and args.test_mode) and not getattr(args, "include", None)
+    runs_here = (not args.paused and not (args.local and args.test_mode) and not getattr(args, "include", None)
+                 and not getattr(args, "detach", False))  # -d: a running master runs it, or the command refuses
     if not runs_here or (not args.local and _connect.configured_master(args.master)):
         return
     if args.model_def and os.path.isdir(args.model_def) and isinstance(raw, dict):
@@ -461,7 +462,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--cpu-slots", type=int, default=None, metavar="N",
                    help="CPU slots of the master this command starts on a machine without GPUs "
                         "(default: DET_CPU_SLOTS, else the number of cores)")
-    c.add_argument("-d", "--detach", action="store_true", help="with a configured master: do not follow progress")
+    c.add_argument("-d", "--detach", action="store_true",
+                   help="create the experiment and return, leaving it to the running master (DET_MASTER, or the "
+                        "one `det master up` runs on the data dir); with no master running, refused (without -d "
+                        "the experiment runs here in the foreground)")
     workspace.add_create_arguments(c)
     c.add_argument("-f", "--follow-first-trial", action="store_true",
                    help="print the logs of the experiment's first trial as it runs (instead of the progress)")

@@ -47,6 +47,11 @@ def _model_rows(models: List[Model]) -> List[List[Any]]:
 _MODEL_HEADERS = ["Name", "Description", "Versions", "Created", "Last updated", "Metadata"]
 
 
+def _print_model(m: Model) -> None:
+    """One model, a field a line: nothing of it is cut, however narrow the terminal (its versions follow)."""
+    _render.fields(list(zip(_MODEL_HEADERS, _model_rows([m])[0])))
+
+
 def _version_rows(versions: List[ModelVersion]) -> List[List[Any]]:
     return [[v.model_version, v.checkpoint.uuid, v.checkpoint.experiment_id, v.checkpoint.trial_id,
              v.checkpoint.batch_number, _render.metrics_text(v.checkpoint.validation_metrics)] for v in versions]
@@ -105,8 +110,9 @@ def describe(args: argparse.Namespace) -> int:
         out["latest_version" if args.version == -1 else "version"] = _version_json(latest) if latest else None
         _render.print_json(out)
         return 0
-    _render.table(_MODEL_HEADERS, _model_rows([m]))
+    _print_model(m)
     if latest is not None:
+        print()
         _render.table(_VERSION_HEADERS, _version_rows([latest]),
                       title="Latest version" if args.version == -1 else f"Version {latest.model_version}")
     return 0
@@ -118,7 +124,7 @@ def list_versions(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json([_version_json(c) for c in versions])
         return 0
-    _render.table(_MODEL_HEADERS, _model_rows([m]))
+    _print_model(m)
     print()
     _render.table(_VERSION_HEADERS, _version_rows(versions), title="Versions",
                   empty=f"No versions yet. Register a checkpoint with: det model register-version {m.name} UUID")

@@ -88,8 +88,8 @@ def describe(args: argparse.Namespace) -> int:
         row += [ckpt["uuid"] if ckpt else "", ckpt["state"] if ckpt else ""]
         rows.append(row)
     columns = [_render.Column("Batches", _render.NUMBER)]
-    columns += [_render.Column("Training metrics")] if args.metrics else []
-    columns += [_render.Column("Validation metrics"), _render.Column("Checkpoint", _render.KEY),
+    columns += [_render.Column("Training metrics", _render.WRAP)] if args.metrics else []
+    columns += [_render.Column("Validation metrics", _render.WRAP), _render.Column("Checkpoint", _render.KEY),
                 _render.Column("State", drop=1)]
     print()
     _render.print_table(columns, rows, title="Workloads", empty="No validations or checkpoints yet.")

@@ -10,7 +10,7 @@ import dataclasses
 import os
 import signal
 import time
-from typing import Any, Iterator, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
 from determined import common
 
@@ -39,7 +39,9 @@ class Connection:
 
     The transport, in order:
       1. an explicit master: `master`, else $DET_MASTER, else $DET_MASTER_ADDR (unless `local`): HTTP;
-      2. the master running on the local data dir (its lock file, `embedded.running_master_url`): HTTP;
+      2. the master running on the local data dir (its lock file, `embedded.running_master_info`): with
+         `local_reads` and no user asked for by name, its data dir's SQLite database read directly and what is not
+         a read sent to it over HTTP (`_reads_beside`: the CLI's fast path whatever master runs); else HTTP;
       3. with `local_reads` and no user asked for by name (`user`, $DET_USER): the data dir's SQLite database read
          directly, what is not a read going to the master's app in-process (local_reads.open_local: the CLI's fast
          path);
@@ -76,14 +78,17 @@ class Connection:
         if self.master:
             return self.http(self.master)
         data_dir = common.data_dir()
+        # (a user asked for by name is authenticated by a master's app, never by reading the file)
+        local_reads_ok = self._local_reads and self.user is None and not os.environ.get("DET_USER")
         if (data_dir / LOCK_FILE).exists():  # (looked at before importing the master: the CLI's read latency)
-            from determined.master import embedded
+            from determined.master import embedded  # (light: the server stack is imported when a master starts)
 
-            running = embedded.running_master_url(data_dir)
+            running = embedded.running_master_info(data_dir)
             if running:
-                return self.http(running)
-        if self._local_reads and self.user is None and not os.environ.get("DET_USER"):
-            # (a user asked for by name is authenticated by the app)
+                url = str(running["url"])
+                local = _reads_beside(data_dir, running, lambda: self.http(url)) if local_reads_ok else None
+                return local if local is not None else self.http(url)
+        if local_reads_ok:
             from determined.master.views import local_reads
 
             local = local_reads.open_local(data_dir)
@@ -146,7 +151,7 @@ class Connection:
         """For a command that runs work in the foreground: the configured master; else the master running on the
         data dir (`on_running(url)` is called, and its session retries little: a master that stops is taken over at
         once); else this process becomes the data dir's master for the life of the block, and stops it at the end
-        (running trials checkpoint first; Ctrl-C is ignored meanwhile)."""
+        (running trials checkpoint first; Ctrl-C and SIGTERM are ignored meanwhile)."""
         if self.master:
             yield Foreground(self.session)
             return
@@ -159,12 +164,15 @@ class Connection:
         try:
             yield Foreground(self.http(url), master)
         finally:
-            previous = signal.getsignal(signal.SIGINT)
+            # (SIGTERM too: a command that follows its experiment handles it as Ctrl-C, determined/experimental/_run.py)
+            previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
             try:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                for sig in previous:
+                    signal.signal(sig, signal.SIG_IGN)
                 master.stop()
             finally:
-                signal.signal(signal.SIGINT, previous)
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
 
     def close(self) -> None:
         """Stop the master this connection started with `for_work`, if any (its running trials checkpoint first)."""
@@ -172,6 +180,35 @@ class Connection:
         if master is not None:
             self._session = None
             master.stop()
+
+
+def _reads_beside(data_dir: Any, info: Dict[str, Any], open_http: Callable[[], Any]) -> Any:
+    """The CLI's fast path beside a running master (`det master up`, another command's foreground master): the read
+    routes are answered from the data dir's SQLite file, as with no master running (the same reader the master's
+    routes call; the master commits every change before it answers, so the file is what it would answer), and
+    everything else (writes, other routes, login) goes to the running master over HTTP (`open_http()`, made on
+    first use). `/master/info` is what that master said of itself when it was found. None where the file cannot
+    be read directly (PostgreSQL, another schema): then everything goes over HTTP."""
+    from determined.master.views import local_reads
+
+    local = local_reads.open_local(data_dir)
+    if local is None:
+        return None
+
+    class ReadsBesideMaster(local_reads.LocalSession):
+        def _app(self) -> Any:
+            if self._app_session is None:
+                self._app_session = open_http()
+            return self._app_session
+
+        def _read(self, path: str, params: Optional[Dict[str, Any]]) -> Tuple[bool, Any]:
+            if path in ("/master/info", "/api/v1/master/info"):
+                return True, dict(info)
+            return super()._read(path, params)
+
+    session = ReadsBesideMaster(local.data_dir, local.reader.connection)
+    session.master = str(info["url"])
+    return session
 
 
 def read_session(master: Optional[str] = None, user: Optional[str] = None) -> Any:

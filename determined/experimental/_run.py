@@ -3,6 +3,9 @@ embedded master of the local data dir. Which master, and becoming it, is `_conne
 client/_submit.py's (`experiment_body`, shared with the SDK's create_experiment and the search runners)."""
 import contextlib
 import dataclasses
+import shlex
+import signal
+import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set
 
@@ -15,6 +18,7 @@ from determined.experimental.client._records import Description
 Console = Any  # a rich.console.Console (rich is imported when a display starts)
 PAUSE_WAIT_S = 120.0  # how long a Ctrl-C waits for the running trials to checkpoint
 STATE_WAIT_S = 5.0  # the longest a command running the master waits between two looks at its experiment
+SERVER_URL = "http://127.0.0.1:8080"  # where `det master up` serves by default (determined/cli/master.py)
 
 
 def validate_config(raw: Dict[str, Any]) -> Dict[str, Any]:
@@ -45,6 +49,45 @@ def _foreground_master(console: Console) -> Iterator[_Foreground]:
         yield _Foreground(fg.session, fg.master, active)
 
 
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """While a command follows its experiment in the foreground, SIGTERM (`kill`, a job scheduler, a closed
+    terminal's session manager) does what Ctrl-C does: the experiment is paused once its running trials have
+    checkpointed, and the master this command runs stops cleanly. Without it the process would die at once and
+    leave its experiment ACTIVE with nothing running it. (Only the main thread can handle signals.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _ui_line(console: Console, url: str, experiment_id: int, own: bool) -> None:
+    """Where the experiment's page of the web UI is (and, on this command's own master, for how long)."""
+    page = f"{url.rstrip('/')}/experiments/{experiment_id}"
+    if own:
+        _print(console, f"Web UI: {page} (served by this command's master while the experiment runs here)",
+               soft_wrap=True)
+    else:
+        _print(console, f"Web UI: {page}", soft_wrap=True)
+
+
+def _ui_gone_line(console: Console, url: str, experiment_id: int, data_dir: Any) -> None:
+    """After this command's own master stopped: its UI went with it; `det master up` on the data dir serves it
+    again (at its default address)."""
+    _print(console, f"Experiment {experiment_id} ran on this command's own master: the web UI at {url} has stopped "
+                    "with this command.", soft_wrap=True)
+    _print(console, f"To see it again: det master up --data-dir {shlex.quote(str(data_dir))}, then open "
+                    f"{SERVER_URL}/experiments/{experiment_id}", soft_wrap=True)
+
+
 def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_progress: bool,
                        follow_first_trial: bool = False) -> Description:
     """Start an experiment with `begin` (create or activate; returns its id) and follow it until it ends or pauses.
@@ -52,8 +95,15 @@ def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_p
     On another command's foreground master, this command follows it there and runs it itself when that master
     stops (a handover: the trials checkpoint and resume here). As the master, before stopping, it runs on the
     experiments other commands started on it that no command follows any more: nothing is left ACTIVE with
-    nothing to run it.
+    nothing to run it. It prints where the experiment's page of the web UI is; when this command's own master
+    stops, that its UI is gone and how to see it again. SIGTERM pauses the experiment, as Ctrl-C does.
     """
+    with _sigterm_as_ctrl_c():
+        return _run_in_foreground_until_done(console, begin, show_progress, follow_first_trial)
+
+
+def _run_in_foreground_until_done(console: Console, begin: Callable[[Session], int], show_progress: bool,
+                                  follow_first_trial: bool) -> Description:
     from determined.master import embedded
 
     experiment_id: Optional[int] = None
@@ -61,6 +111,9 @@ def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_p
         with _foreground_master(console) as fg:
             if experiment_id is None:
                 experiment_id = begin(fg.session)
+            own = fg.master is not None
+            url = fg.master.url if own else str(fg.session.master)
+            _ui_line(console, url, experiment_id, own)
             if fg.master is None:
                 try:
                     with embedded.following(common.data_dir(), experiment_id):
@@ -73,7 +126,11 @@ def _run_in_foreground(console: Console, begin: Callable[[Session], int], show_p
                 desc = _follow_with_pause(fg.session, experiment_id, console, show_progress, follow_first_trial,
                                           wait=_state_change_waiter(fg.master.master))
                 _finish_others(fg, experiment_id, console)
-            return _finish(fg.session, desc, console, show_progress)
+            desc = _finish(fg.session, desc, console, show_progress)
+            data_dir = fg.master.data_dir if own else None
+        if own:  # (the master stopped at the end of the block)
+            _ui_gone_line(console, url, experiment_id, data_dir)
+        return desc
 
 
 def _finish_others(fg: _Foreground, own_id: int, console: Console, interval: float = 0.5) -> None:
@@ -170,9 +227,11 @@ def _print_first_trial_logs(session: Session, experiment_id: int, console: Conso
         _print(console, escape_control(line["message"]))
 
 
-def _print(console: Console, text: str) -> None:
+def _print(console: Console, text: str, soft_wrap: bool = False) -> None:
+    """`soft_wrap`: a line the terminal folds, if it must, but never broken by the console (an address or a
+    command to copy)."""
     try:
-        console.print(text, markup=False, highlight=False)
+        console.print(text, markup=False, highlight=False, soft_wrap=soft_wrap)
     except (BrokenPipeError, OSError):  # stdout went away (a pipe whose reader ended)
         pass
 
@@ -229,6 +288,7 @@ def run_experiment(
 
     console = console or _follow.make_console()
     connection = _connect.Connection(master, local=local)
+    detached_to = None if follow or connection.master else _master_to_detach_to()
     # On the embedded master, the trials' fork server starts while the context is packed and the master starts.
     staged = None if connection.master else (lambda context: _prewarm.prewarm(raw, context))
     body = experiment_body(raw, model_dir, includes=includes, template=template, template_config=template_config,
@@ -241,14 +301,36 @@ def run_experiment(
             on_created(exp["id"])
         return int(exp["id"])
 
+    if detached_to is not None:
+        session = connection.http(detached_to)
+        experiment_id = create(session)
+        _ui_line(console, detached_to, experiment_id, own=False)
+        console.print(f"It runs on the master at {detached_to}; see it with: det experiment describe {experiment_id}")
+        return _records.describe_experiment(session, experiment_id)
     if connection.master:
         session = connection.session
         experiment_id = create(session)
         if not follow:
             return _records.describe_experiment(session, experiment_id)
-        desc = _follow_with_pause(session, experiment_id, console, show_progress, follow_first_trial)
+        with _sigterm_as_ctrl_c():
+            desc = _follow_with_pause(session, experiment_id, console, show_progress, follow_first_trial)
         return _finish(session, desc, console, show_progress)
     return _run_in_foreground(console, create, show_progress, follow_first_trial)
+
+
+def _master_to_detach_to() -> str:
+    """`follow=False` (`det experiment create -d`) with no master configured: the URL of the master running on the
+    data dir, which runs the experiment after this command returns. With none, refused before anything is staged
+    or created: the master this command would start stops when it returns, so a detached experiment would wait,
+    ACTIVE, with nothing running it until some command runs a master on the data dir."""
+    from determined.master import embedded
+
+    url = embedded.running_master_url(common.data_dir())
+    if url is None:
+        raise errors.DeterminedError(
+            "no master is running to detach to: start one with `det master up` (on this data dir, or set "
+            "DET_MASTER to a master), or drop -d to run the experiment here in the foreground")
+    return url
 
 
 def activate_experiment(
@@ -284,7 +366,8 @@ def continue_experiment(experiment_id: int, override: Dict[str, Any], *, master:
     if connection.master:
         session = connection.session
         begin(session)
-        desc = _follow_with_pause(session, experiment_id, console, True, follow_first_trial)
+        with _sigterm_as_ctrl_c():
+            desc = _follow_with_pause(session, experiment_id, console, True, follow_first_trial)
         return _finish(session, desc, console, True)
     return _run_in_foreground(console, begin, True, follow_first_trial)
 
