@@ -114,15 +114,39 @@ const det = (() => {
     return Boolean(currentUser.admin) || currentUser.username === owner;
   }
 
-  function showStatus(message) {
+  function showStatus(message, stopped = false) {
     const box = document.getElementById("status");
     if (!box) return;
     box.textContent = message || "";
     box.classList.toggle("hidden", !message);
+    box.classList.toggle("stopped", Boolean(message) && stopped);
   }
 
-  // Call `fn` now and every `ms` milliseconds after it finishes, until it returns false.
-  function poll(fn, ms) {
+  // What the status line says when a request failed: the master that served this page has stopped (an embedded
+  // master ends with its `det experiment create`), or what the master answered.
+  function problemText(e) {
+    if (e && e.status === 401) return "Logging in again…";
+    if (e instanceof ApiError) return `The master answered: ${e.message} (HTTP ${e.status}). Retrying…`;
+    return `The master that served this page (${location.host}) has stopped: a \`det experiment create\` run ` +
+      "serves its UI only while it runs. The data is kept in its data dir: run `det master up` on the same data dir " +
+      "and this page carries on. Retrying…";
+  }
+
+  // The page's object does not exist: say so in place of the page's (empty) cards, and stop.
+  function notFound(what) {
+    const main = document.querySelector("main");
+    if (!main || document.getElementById("not-found")) return;
+    main.replaceChildren(el("section", { id: "not-found", class: "not-found" },
+      el("h1", {}, "Not found"),
+      el("p", {}, `${what} does not exist on this master (it may have been deleted).`),
+      el("p", {}, el("a", { href: "/" }, "Experiments"), " · ", el("a", { href: "/workspaces" }, "Workspaces"), " · ",
+        el("a", { href: "/models" }, "Models"), " · ", el("a", { href: "/cluster" }, "Cluster"))));
+    document.title = "Not found · Determined";
+  }
+
+  // Call `fn` now and every `ms` milliseconds after it finishes, until it returns false. `options.notFound` names
+  // the page's object ("Experiment 12"): a 404 shows that it does not exist, and polling stops.
+  function poll(fn, ms, options = {}) {
     let stopped = false;
     async function tick() {
       let again = true;
@@ -130,7 +154,11 @@ const det = (() => {
         again = (await fn()) !== false;
         showStatus("");
       } catch (e) {
-        showStatus(e && e.status === 401 ? "Logging in again…" : "Could not reach the master: " + (e && e.message));
+        if (options.notFound && e instanceof ApiError && e.status === 404) {
+          notFound(options.notFound);
+          return;
+        }
+        showStatus(problemText(e), !(e instanceof ApiError));
       }
       if (again && !stopped) setTimeout(tick, ms);
     }
@@ -199,6 +227,29 @@ const det = (() => {
     if (s < 3600) return `${Math.floor(s / 60)}m ${pad2(s % 60)}s`;
     if (s < 86400) return `${Math.floor(s / 3600)}h ${pad2(Math.floor((s % 3600) / 60))}m`;
     return `${Math.floor(s / 86400)}d ${pad2(Math.floor((s % 86400) / 3600))}h`;
+  }
+
+  // A trial's duration in seconds: from its first run's start until it stopped training. That is its end once
+  // it ended, now while it runs, and its last report while it waits (for a promotion, for slots), so the number
+  // neither grows while the trial waits nor drops when it ends. `lastReport` is the time of its latest metrics.
+  function trialSeconds(trial, lastReport, now) {
+    if (!trial || !trial.start_time) return null;
+    const start = Date.parse(trial.start_time);
+    let end;
+    if (trial.end_time) end = Date.parse(trial.end_time);
+    else if ((trial.status || "RUNNING") === "RUNNING" || !lastReport) end = now === undefined ? Date.now() : now;
+    else end = Date.parse(lastReport);
+    return Math.max(0, (end - start) / 1000);
+  }
+
+  // The time of the latest point of some metric series ([{end_time}]), or null.
+  function lastReport(...series) {
+    let best = null;
+    for (const points of series) {
+      const last = (points || [])[(points || []).length - 1];
+      if (last && last.end_time && (!best || Date.parse(last.end_time) > Date.parse(best))) best = last.end_time;
+    }
+    return best;
   }
 
   function fmtDuration(startIso, endIso) {
@@ -287,9 +338,10 @@ const det = (() => {
     const collapsed = columns.filter((c) => c.optional === "hparam" && !visible.includes(c) && prefs[c.key] !== false);
     if (collapsed.length) {
       const at = visible.findIndex((c) => columns.indexOf(c) > columns.indexOf(collapsed[0]));
-      const text = (row) => collapsed.map((c) => `${c.label}=${fmtValue((c.value || ((r) => r[c.key]))(row))}`).join(" ");
+      const pairs = (row) => collapsed.map((c) => `${c.label}=${fmtValue((c.value || ((r) => r[c.key]))(row))}`);
+      const text = (row) => pairs(row).join(" ");
       visible.splice(at < 0 ? visible.length : at, 0, { key: "hparams", label: "Hyperparameters", value: text,
-        cell: (row) => el("span", { class: "collapsed-hparams", title: text(row) }, text(row)) });
+        cell: (row) => el("span", { class: "collapsed-hparams" }, pairs(row).map((p) => el("span", {}, p))) });
     }
     const column = columns.find((c) => c.key === sort.key) || columns[0];
     const valueOf = column.value || ((row) => row[column.key]);
@@ -315,7 +367,7 @@ const det = (() => {
     const body = sorted.map((row) => {
       const cells = visible.map((c) => {
         const content = c.cell ? c.cell(row) : fmtValue((c.value || ((r) => r[c.key]))(row));
-        return el("td", { class: (c.pinned ? "pinned" : "") + (c.numeric ? " num" : "") || null }, content);
+        return el("td", { class: [c.pinned && "pinned", c.numeric && "num", c.className].filter(Boolean).join(" ") || null }, content);
       });
       if (select) {
         cells.unshift(el("td", { class: "pinned select-col" }, el("input", {
@@ -420,11 +472,31 @@ const det = (() => {
 
   const plotConfig = {
     displaylogo: false, responsive: true, showLink: false, showSendToCloud: false, showEditInChartStudio: false,
-    plotlyServerURL: "", modeBarButtonsToRemove: ["sendChartToCloud", "sendDataToCloud", "editInChartStudio", "select2d", "lasso2d"],
+    plotlyServerURL: "", modeBarButtonsToRemove: ["sendChartToCloud", "sendDataToCloud", "editInChartStudio", "select2d", "lasso2d",
+      "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian"],
   };
-  const baseLayout = { margin: { l: 60, r: 20, t: 20, b: 50 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff" };
+  // Legends go below the plot (never over it, never eating a narrow chart's width), and the chart grows by the
+  // rows its legend needs at its width.
+  const baseLayout = { margin: { l: 60, r: 20, t: 30, b: 50 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff" };
+  function legendBelow(node, traces, layout) {
+    const named = traces.filter((t) => t.name && t.showlegend !== false && t.type !== "parcoords");
+    if (layout.showlegend === false || named.length < 2) return layout;
+    const width = Math.max(200, (node && node.clientWidth) || 600);
+    let rows = 1, used = 0;
+    for (const t of named) {
+      const w = 40 + 6.5 * String(t.name).length;
+      if (used && used + w > width - 30) { rows += 1; used = 0; }
+      used += w;
+    }
+    const room = rows * 21 + 12;
+    return Object.assign({}, layout, { height: (layout.height || 380) + room,
+      legend: { orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom", traceorder: "normal",
+        tracegroupgap: 0 },
+      margin: Object.assign({}, baseLayout.margin, layout.margin || {}, { b: ((layout.margin || {}).b || baseLayout.margin.b) + room }) });
+  }
   function plot(div, traces, layout) {
-    return Plotly.react(div, traces, Object.assign({}, baseLayout, layout || {}), plotConfig);
+    const node = typeof div === "string" ? document.getElementById(div) : div;
+    return Plotly.react(div, traces, legendBelow(node, traces, Object.assign({}, baseLayout, layout || {})), plotConfig);
   }
 
   // ---- checkpoints: download, copy the uuid, register in a model
@@ -558,7 +630,7 @@ const det = (() => {
 
   return {
     config, api, login, logout, ready, sameOriginPath, mayControl, poll, showStatus, el, fill, fmtNum, fmtTime,
-    fmtSeconds, fmtDuration, fmtValue, fmtBytes, stateBadge, progressBar, bytes, flatten, searchedHparams, hparamValue,
+    fmtSeconds, fmtDuration, trialSeconds, lastReport, notFound, fmtValue, fmtBytes, stateBadge, progressBar, bytes, flatten, searchedHparams, hparamValue,
     sortableTable, keyValueTable, plot, plotConfig, checkpointActions, downloadCheckpoint, copyText, registerCheckpoint,
     yamlText, ApiError,
   };

@@ -1,5 +1,6 @@
 // Learning curves shared by the experiment and trial pages: training and validation of one quantity on one chart,
-// TensorBoard's smoothing (a debiased exponential moving average), a log y axis, and x by batches, epochs or time.
+// TensorBoard's smoothing (a debiased exponential moving average; off by default, so that sparse validation points
+// are drawn where they are), a log y axis, and x by batches, epochs or time.
 "use strict";
 
 const curves = (() => {
@@ -67,12 +68,14 @@ const curves = (() => {
         const width = s.thick ? 3.5 : 1.6;
         const color = typeof s.color === "object" ? s.color[group] : s.color;
         const label = `${s.label} ${name}`.trim();
-        if (view.smoothing > 0 && points.length > 1) {
-          out.push({ type: "scatter", mode: "lines", x, y: raw, meta: s.id, name: `${label} (raw)`,
-            legendgroup: String(s.id), showlegend: false, hoverinfo: "skip", opacity: 0.25,
-            line: { color, width: 1, dash: style.dash } });
+        const smoothed = view.smoothing > 0 && points.length > 1;
+        if (smoothed) { // the reported values stay visible: a faint line, and their markers (validation) in full
+          out.push({ type: "scatter", mode: style.mode, x, y: raw, meta: s.id, name: `${label} (raw)`,
+            legendgroup: String(s.id), showlegend: false, hoverinfo: "skip",
+            line: { color: faint(color), width: 1, dash: style.dash }, marker: { color, size: s.thick ? 7 : 5 } });
         }
-        out.push({ type: "scatter", mode: points.length === 1 ? "markers" : style.mode, x,
+        // a smoothed line has no markers: a marker says "a value was reported here", and only raw values were
+        out.push({ type: "scatter", mode: points.length === 1 ? "markers" : smoothed ? "lines" : style.mode, x,
           y: smooth(raw, view.smoothing), customdata: raw, meta: s.id, name: label,
           legendgroup: String(s.id), line: { color, width, dash: style.dash }, marker: { size: s.thick ? 7 : 5 },
           hovertemplate: `${label}<br>%{x}: %{customdata:.5g}<extra></extra>` });
@@ -81,12 +84,35 @@ const curves = (() => {
     return out;
   }
 
-  function layout(q, view, height) {
+  // `#rrggbb` at a quarter of its strength.
+  function faint(color) {
+    const m = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(String(color || ""));
+    return m ? `rgba(${parseInt(m[1], 16)},${parseInt(m[2], 16)},${parseInt(m[3], 16)},0.3)` : color;
+  }
+
+  // 1, 2 or 5 times a power of ten, at least `step`.
+  function niceStep(step) {
+    const power = Math.pow(10, Math.floor(Math.log10(step)));
+    return [1, 2, 5, 10].map((m) => m * power).find((s) => s >= step - 1e-9);
+  }
+
+  // An x axis of whole numbers (batches): ticks at whole steps, and one point (or several at the same x) in the
+  // middle of a range of its own rather than at 999.5 and 1,000.5.
+  function countAxis(xs) {
+    const values = xs.filter((v) => typeof v === "number" && isFinite(v));
+    if (!values.length) return { tickformat: "d" };
+    const low = Math.min(...values), high = Math.max(...values);
+    if (high - low < 1) return { range: [low - 1, high + 1], tickmode: "array", tickvals: [...new Set([low, high])], tickformat: "d" };
+    return { tickmode: "linear", tick0: 0, dtick: Math.max(1, niceStep((high - low) / 6)), tickformat: "d" };
+  }
+
+  // The layout of a chart of one quantity; `traces` (curves.traces) set the ticks of a batches axis.
+  function layout(q, view, height, traces) {
+    const xs = view.axis === "batches" ? (traces || []).flatMap((t) => Array.from(t.x || [])) : [];
     return {
       height: height || 380, uirevision: `${q ? q.key : ""}|${view.axis}|${view.log}`,
-      xaxis: { title: { text: AXIS_TITLES[view.axis] } },
+      xaxis: Object.assign({ title: { text: AXIS_TITLES[view.axis] } }, view.axis === "batches" ? countAxis(xs) : {}),
       yaxis: { title: { text: q ? q.key : "" }, type: view.log ? "log" : "linear" },
-      legend: { orientation: "v" },
     };
   }
 
@@ -144,8 +170,8 @@ const curves = (() => {
   }
 
   function newView(preferred) {
-    return { metric: preferred || "", groups: ["training", "validation"], smoothing: 0.6, log: false, axis: "batches" };
+    return { metric: preferred || "", groups: ["training", "validation"], smoothing: 0, log: false, axis: "batches" };
   }
 
-  return { PALETTE, quantity, quantities, smooth, traces, layout, controls, newView, xOf };
+  return { PALETTE, quantity, quantities, smooth, traces, layout, controls, newView, xOf, countAxis };
 })();

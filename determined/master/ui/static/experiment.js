@@ -40,19 +40,28 @@
 
   // ---- header, summary and buttons
 
+  // The elapsed time, and an ETA only once there is evidence of the pace: the run is 30 s old and this page has
+  // seen progress advance 3 times over 15 s (the first seconds of a run are start-up, not its pace). The ETA is a
+  // range between two paces, the recent one (the last 2 minutes) and the whole run's; `pending` until then.
   function timing() {
     const exp = view.exp;
     const elapsed = exp.start_time ? ((exp.end_time ? new Date(exp.end_time) : new Date()) - new Date(exp.start_time)) / 1000 : null;
-    if (TERMINAL.includes(exp.state) || exp.state === "PAUSED") return { elapsed, eta: null };
-    const recent = view.samples.filter((s) => s.t > Date.now() - 120000);
-    let eta = null;
-    if (recent.length >= 2 && recent[recent.length - 1].p > recent[0].p) {
-      const [a, b] = [recent[0], recent[recent.length - 1]];
-      eta = (1 - b.p) * ((b.t - a.t) / 1000) / (b.p - a.p);
-    } else if (exp.progress > 0 && elapsed) {
-      eta = (1 - exp.progress) * elapsed / exp.progress;
-    }
-    return { elapsed, eta };
+    if (TERMINAL.includes(exp.state) || exp.state === "PAUSED") return { elapsed, eta: null, pending: false };
+    const samples = view.samples;
+    const advances = samples.filter((x, i) => i > 0 && x.p > samples[i - 1].p).length;
+    const span = samples.length > 1 ? (samples[samples.length - 1].t - samples[0].t) / 1000 : 0;
+    const p = exp.progress || 0;
+    if (!(p > 0) || p >= 1 || advances < 3 || span < 15 || !(elapsed >= 30)) return { elapsed, eta: null, pending: true };
+    const recent = samples.filter((x) => x.t > Date.now() - 120000);
+    const [a, b] = [recent[0], recent[recent.length - 1]];
+    const estimates = [(1 - p) * elapsed / p];
+    if (recent.length >= 2 && b.p > a.p) estimates.push((1 - b.p) * ((b.t - a.t) / 1000) / (b.p - a.p));
+    return { elapsed, eta: [Math.min(...estimates), Math.max(...estimates)], pending: false };
+  }
+
+  function etaText([low, high]) {
+    const [a, b] = [det.fmtSeconds(low), det.fmtSeconds(high)];
+    return a === b || high - low < 0.1 * high ? `ETA ${det.fmtSeconds((low + high) / 2)}` : `ETA ${a} – ${b}`;
   }
 
   function renderHeader() {
@@ -61,11 +70,13 @@
       exp.name + (exp.description && exp.description !== exp.name ? ` — ${exp.description}` : "");
     document.getElementById("exp-state").replaceChildren(det.stateBadge(exp.state));
     const searcher = exp.config.searcher;
-    const { elapsed, eta } = timing();
+    const { elapsed, eta, pending } = timing();
     det.fill(document.getElementById("exp-summary"),
       el("span", { id: "exp-progress" }, "Progress ", det.progressBar(exp.progress)),
       el("span", { id: "exp-elapsed" }, `Elapsed ${det.fmtSeconds(elapsed)}`),
-      eta !== null ? el("span", { id: "exp-eta" }, `ETA ${det.fmtSeconds(eta)}`) : null,
+      eta !== null ? el("span", { id: "exp-eta", title: "between the recent pace and the whole run's" }, etaText(eta)) : null,
+      pending ? el("span", { id: "exp-eta-pending", class: "muted", title: "an ETA needs 30 s of the run and a few progress reports" },
+        "ETA estimating…") : null,
       el("span", {}, `Searcher ${searcher.name} on ${exp.searcher_metric} (${exp.smaller_is_better ? "smaller" : "larger"} is better)`),
       el("span", {}, "Best ", exp.best_validation === null ? "none yet" : det.fmtNum(exp.best_validation),
         exp.best_trial_id ? el("a", { href: "/trials/" + exp.best_trial_id }, ` (trial ${exp.best_trial_id})`) : ""),
@@ -109,7 +120,7 @@
     }, () => { renderCurves(); renderCompare(); });
     const { q } = quantityNow();
     const traces = q ? curves.traces(series(view.metrics.trials), q, view.curve) : [];
-    det.plot("learning-curves", traces, curves.layout(q, view.curve));
+    det.plot("learning-curves", traces, curves.layout(q, view.curve, 380, traces));
   }
 
   function renderCompare() {
@@ -121,7 +132,8 @@
       `${chosen.length} trial${chosen.length > 1 ? "s" : ""}: ${chosen.map((t) => t.id).join(", ")} · the curves follow the controls above`;
     const { q } = quantityNow();
     const picked = view.metrics.trials.filter((t) => view.compare.has(t.trial_id));
-    det.plot("compare-curves", q ? curves.traces(series(picked), q, view.curve) : [], curves.layout(q, view.curve, 340));
+    const compared = q ? curves.traces(series(picked), q, view.curve) : [];
+    det.plot("compare-curves", compared, curves.layout(q, view.curve, 340, compared));
     // hyperparameters and results side by side: a row per field, a column per trial
     const flat = Object.fromEntries(chosen.map((t) => [t.id, det.flatten(t.hparams)]));
     const names = [...new Set(chosen.flatMap((t) => Object.keys(flat[t.id])))].sort();
@@ -274,8 +286,12 @@
   function renderTrials() {
     const exp = view.exp;
     const searched = det.searchedHparams(exp);
-    const latestTraining = {};
-    for (const t of view.metrics.trials) latestTraining[t.trial_id] = (t.training[t.training.length - 1] || {}).metrics || {};
+    const latestTraining = {}, lastReport = {};
+    for (const t of view.metrics.trials) {
+      latestTraining[t.trial_id] = (t.training[t.training.length - 1] || {}).metrics || {};
+      lastReport[t.trial_id] = det.lastReport(t.training, t.validation);
+    }
+    const seconds = (t) => det.trialSeconds(t, lastReport[t.id]);
     const columns = [
       { key: "id", label: "Trial", pinned: true, value: (t) => t.id,
         cell: (t) => el("a", { href: "/trials/" + t.id }, String(t.id) + (t.id === exp.best_trial_id ? " ★" : "")) },
@@ -293,9 +309,9 @@
         numeric: true, value: (t) => latestTraining[t.id] && latestTraining[t.id][n] })),
       { key: "restarts", label: "Restarts", optional: true, numeric: true },
       { key: "start", label: "Started", optional: true, value: (t) => t.start_time || "", cell: (t) => det.fmtTime(t.start_time) },
-      { key: "duration", label: "Duration", numeric: true,
-        value: (t) => (t.start_time ? new Date(t.end_time || Date.now()) - new Date(t.start_time) : null),
-        cell: (t) => det.fmtDuration(t.start_time, t.end_time) },
+      { key: "duration", label: "Duration", numeric: true, className: "duration", value: seconds,
+        title: "from its first run's start until it stopped training (now, while it runs)",
+        cell: (t) => det.fmtSeconds(seconds(t)) },
     ];
     det.sortableTable(document.getElementById("trials-table"), columns, view.trials, undefined, {
       name: "trials", select: {
@@ -334,6 +350,7 @@
     const [described, metrics, progress] = await Promise.all([
       det.api(`/experiments/${id}`), det.api(`/experiments/${id}/metrics?max_points=${curvePoints()}`), det.api(`/experiments/${id}/searcher_progress`)]);
     view.samples.push({ t: Date.now(), p: described.experiment.progress });
+    if (view.samples.length > 600) view.samples.shift();
     const signature = JSON.stringify([described, metrics, progress]);
     if (signature === view.signature) { renderHeader(); return true; } // nothing changed: leave the charts alone
     view.signature = signature;
@@ -353,5 +370,5 @@
     return true;
   }
 
-  det.ready().then(() => det.poll(refresh, 2000)).catch(() => {});
+  det.ready().then(() => det.poll(refresh, 2000, { notFound: `Experiment ${id}` })).catch(() => {});
 })();

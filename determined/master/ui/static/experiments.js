@@ -20,12 +20,14 @@
     { key: "progress", label: "Progress", value: (e) => e.progress, cell: (e) => det.progressBar(e.progress) },
     { key: "searcher", label: "Searcher", optional: true, value: (e) => e.config.searcher.name },
     { key: "best", label: "Best metric", value: (e) => e.best_validation,
-      cell: (e) => e.best_validation === null ? "" : `${e.searcher_metric} ${det.fmtNum(e.best_validation)}` },
+      cell: (e) => e.best_validation === null ? "" : el("span", {}, el("span", { class: "metric-name" }, e.searcher_metric),
+        det.fmtNum(e.best_validation)) },
     { key: "trials", label: "Trials", value: (e) => e.num_trials, numeric: true },
     { key: "project", label: "Project", optional: true, value: (e) => `${e.workspace} / ${e.project}`,
-      cell: (e) => el("a", { href: "/?project=" + e.project_id }, `${e.workspace} / ${e.project}`) },
+      cell: (e) => el("a", { href: "/?project=" + e.project_id, class: "ellipsis" }, `${e.workspace} / ${e.project}`) },
     { key: "owner", label: "Owner", optional: true, value: (e) => e.owner },
-    { key: "start", label: "Started", optional: true, value: (e) => e.start_time, cell: (e) => det.fmtTime(e.start_time) },
+    { key: "start", label: "Started", optional: true, value: (e) => e.start_time,
+      cell: (e) => el("span", { class: "time" }, det.fmtTime(e.start_time)) },
     { key: "duration", label: "Duration", value: (e) => new Date(e.end_time || Date.now()) - new Date(e.start_time),
       cell: (e) => det.fmtDuration(e.start_time, e.end_time), numeric: true },
     { key: "labels", label: "Labels", optional: true, value: (e) => (e.labels || []).join(", "),
@@ -46,7 +48,7 @@
   function render() {
     const shown = experiments.filter(matches);
     count.textContent = `${shown.length} of ${experiments.length}`;
-    det.sortableTable(table, columns, shown, { key: "id", desc: true }, { name: "experiments",
+    det.sortableTable(table, columns, shown, { key: "id", desc: true }, { name: "experiments", select: window.detBulkSelect, // editing: the bulk-action checkboxes (bulk.js)
       empty: experiments.length ? "No experiment matches the filter." : "No experiments yet: det experiment create CONFIG_FILE MODEL_DIR" });
   }
 

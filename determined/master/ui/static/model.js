@@ -8,7 +8,7 @@
   const columns = [
     { key: "version", label: "Version" },
     { key: "creation_time", label: "Registered", optional: true, cell: (v) => det.fmtTime(v.creation_time) },
-    { key: "uuid", label: "Checkpoint", value: (v) => v.checkpoint.uuid, cell: (v) => el("code", {}, v.checkpoint.uuid) },
+    { key: "uuid", label: "Checkpoint", value: (v) => v.checkpoint.uuid, cell: (v) => el("code", { class: "uuid" }, v.checkpoint.uuid) },
     { key: "actions", label: "", value: () => "", cell: (v) => det.checkpointActions(v.checkpoint) },
     { key: "state", label: "State", value: (v) => v.checkpoint.state, cell: (v) => det.stateBadge(v.checkpoint.state) },
     { key: "experiment", label: "Experiment", value: (v) => v.checkpoint.experiment_id,
@@ -16,11 +16,11 @@
     { key: "trial", label: "Trial", value: (v) => v.checkpoint.trial_id,
       cell: (v) => el("a", { href: "/trials/" + v.checkpoint.trial_id }, String(v.checkpoint.trial_id)) },
     { key: "batches", label: "Batches", value: (v) => v.checkpoint.steps_completed },
-    { key: "validation", label: "Validation", optional: "metric", value: (v) => JSON.stringify(v.checkpoint.validation_metrics || {}),
-      cell: (v) => { const text = Object.entries(v.checkpoint.validation_metrics || {}).map(([k, x]) => `${k}=${det.fmtNum(x)}`).join(" ");
-        return el("span", { class: "ellipsis", title: text }, text); } },
+    { key: "validation", label: "Validation", value: (v) => JSON.stringify(v.checkpoint.validation_metrics || {}),
+      cell: (v) => el("span", { class: "kv-list" }, Object.entries(v.checkpoint.validation_metrics || {})
+        .map(([k, x]) => el("span", {}, `${k}=${det.fmtNum(x)}`))) },
     { key: "metadata", label: "Checkpoint metadata", optional: true, value: (v) => JSON.stringify(v.checkpoint.metadata || {}),
-      cell: (v) => el("code", { class: "small" }, JSON.stringify(v.checkpoint.metadata || {})) },
+      cell: (v) => el("code", { class: "small wrap" }, JSON.stringify(v.checkpoint.metadata || {})) },
     { key: "size", label: "Size", optional: true, value: (v) => Object.values(v.checkpoint.resources || {}).reduce((a, b) => a + b, 0),
       cell: (v) => det.bytes(v.checkpoint.resources) },
   ];
@@ -35,5 +35,5 @@
     document.getElementById("model-metadata").textContent = JSON.stringify(m.metadata || {}, null, 2);
     det.sortableTable(document.getElementById("versions-table"), columns, d.versions, { key: "version", desc: true },
       { name: "versions", empty: `No versions yet: register a checkpoint from a trial's page, or with det model register-version ${name} UUID.` });
-  }, 5000)).catch(() => {});
+  }, 5000, { notFound: `Model ${name}` })).catch(() => {});
 })();

@@ -14,7 +14,7 @@
   let data = null;
   let experiment = null;
 
-  function renderSummary(t) {
+  function renderSummary(t, d) {
     document.getElementById("trial-experiment").replaceChildren("of ",
       el("a", { href: "/experiments/" + t.experiment_id }, `experiment ${t.experiment_id}`));
     document.getElementById("trial-state").replaceChildren(det.stateBadge(t.status || t.state, t.status_reason));
@@ -26,12 +26,17 @@
       el("span", {}, `Seed ${t.seed}`),
       el("span", { id: "trial-started" }, `Started ${t.start_time ? det.fmtTime(t.start_time) : "not yet"}`),
       t.end_time ? el("span", { id: "trial-ended" }, `Ended ${det.fmtTime(t.end_time)}`) : null,
-      t.start_time ? el("span", {}, `Duration ${det.fmtDuration(t.start_time, t.end_time)}`) : null,
+      t.start_time ? el("span", { id: "trial-duration", title: "from its first run's start until it stopped training (now, while it runs)" },
+        `Duration ${det.fmtSeconds(det.trialSeconds(t, det.lastReport(d.training_metrics, d.validation_metrics)))}`) : null,
       t.warm_start_checkpoint_uuid ? el("span", {}, `Started from checkpoint ${t.warm_start_checkpoint_uuid}`) : null,
       t.log_policy_matched ? el("span", {}, `Log policy matched: ${t.log_policy_matched}`) : null,
       t.runner_status ? el("span", {}, `Status: ${t.runner_status}`) : null,
     );
     document.title = `Trial ${id} · ${t.status || t.state} · Determined`;
+  }
+
+  function figure(name) {
+    return el("figure", { class: "metric-figure" }, el("h3", {}, name), el("div", { class: "metric-chart", "data-metric": name }));
   }
 
   function renderCharts() {
@@ -45,8 +50,8 @@
     }, renderCharts);
     const box = document.getElementById("trial-charts");
     const keys = qs.map((q) => q.key);
-    if (box.dataset.names !== keys.join("|")) {
-      box.replaceChildren(...keys.map((k) => el("div", { class: "metric-chart", "data-metric": k })));
+    if (box.dataset.names !== keys.join("|")) { // a title above each chart, where plotly's toolbar cannot cover it
+      box.replaceChildren(...keys.map((k) => figure(k)));
       if (!keys.length) box.append(el("p", { class: "muted" }, "No metrics reported yet."));
       box.dataset.names = keys.join("|");
     }
@@ -57,8 +62,8 @@
         recordsPerEpoch: ((experiment || {}).config || {}).records_per_epoch || 0, start: t.start_time } }];
     for (const div of box.querySelectorAll(".metric-chart")) {
       const q = qs.find((x) => x.key === div.dataset.metric);
-      det.plot(div, curves.traces(s, q, view), Object.assign(curves.layout(q, view, 280), {
-        title: { text: q.key, font: { size: 14 } }, margin: { l: 55, r: 10, t: 35, b: 40 }, legend: { orientation: "h", y: -0.3 } }));
+      const traces = curves.traces(s, q, view);
+      det.plot(div, traces, Object.assign(curves.layout(q, view, 280, traces), { margin: { l: 55, r: 10, t: 30, b: 40 } }));
     }
   }
 
@@ -88,7 +93,7 @@
     const box = document.getElementById("trial-charts");
     const signature = `${groupName}:${sorted.join("|")}`;
     if (box.dataset.names !== signature) {
-      box.replaceChildren(...sorted.map((n) => el("div", { class: "metric-chart", "data-metric": n })));
+      box.replaceChildren(...sorted.map((n) => figure(n)));
       if (!sorted.length) box.append(el("p", { class: "muted" }, "No metrics reported yet."));
       box.dataset.names = signature;
     }
@@ -98,8 +103,9 @@
       det.plot(div, [{ type: "scatter", mode: points.length === 1 ? "markers" : "lines+markers", name: groupName,
         x: points.map((r) => (time ? new Date(r.steps_completed * 1000) : r.steps_completed)),
         y: points.map((r) => r.metrics[name]) }], {
-        height: 280, title: { text: name, font: { size: 14 } }, margin: { l: 55, r: 10, t: 35, b: 40 },
-        xaxis: { title: { text: time ? "time" : "batches" } }, legend: { orientation: "h", y: -0.3 },
+        height: 280, margin: { l: 55, r: 10, t: 30, b: 40 }, showlegend: false,
+        xaxis: Object.assign({ title: { text: time ? "time" : "batches" } },
+          time ? {} : curves.countAxis(points.map((r) => r.steps_completed))),
       });
     }
   }
@@ -107,18 +113,17 @@
   function renderCheckpoints(checkpoints) {
     det.sortableTable(document.getElementById("trial-checkpoints"), [
       { key: "steps_completed", label: "Batches", numeric: true },
-      { key: "uuid", label: "UUID", cell: (c) => el("code", {}, c.uuid) },
+      { key: "uuid", label: "UUID", cell: (c) => el("code", { class: "uuid" }, c.uuid) },
       { key: "state", label: "State", cell: (c) => det.stateBadge(c.state) },
       { key: "size", label: "Size", numeric: true, value: (c) => Object.values(c.resources || {}).reduce((a, b) => a + b, 0),
         cell: (c) => det.bytes(c.resources) },
-      { key: "validation", label: "Validation", optional: "metric", value: (c) => JSON.stringify(c.validation_metrics || {}),
-        cell: (c) => { const text = Object.entries(c.validation_metrics || {}).map(([k, v]) => `${k}=${det.fmtNum(v)}`).join(" ");
-          return el("span", { class: "ellipsis", title: text }, text); } },
+      { key: "validation", label: "Validation", value: (c) => JSON.stringify(c.validation_metrics || {}),
+        cell: (c) => el("span", { class: "kv-list" }, Object.entries(c.validation_metrics || {}).map(([k, v]) => el("span", {}, `${k}=${det.fmtNum(v)}`))) },
       { key: "models", label: "Registered as", optional: true, value: (c) => (c.model_versions || []).length,
         cell: (c) => el("span", { class: "chips" }, (c.model_versions || []).map((v) =>
           el("a", { href: "/models/" + encodeURIComponent(v.model_name), class: "chip" }, `${v.model_name} v${v.version}`))) },
       { key: "metadata", label: "Metadata", optional: true, value: (c) => JSON.stringify(c.metadata || {}),
-        cell: (c) => el("code", { class: "small" }, JSON.stringify(c.metadata || {})) },
+        cell: (c) => el("code", { class: "small wrap" }, JSON.stringify(c.metadata || {})) },
       { key: "end_time", label: "Saved", optional: true, cell: (c) => det.fmtTime(c.end_time) },
       { key: "actions", label: "", value: () => "", cell: (c) => det.checkpointActions(c, () => { lastSignature = ""; refreshTrial(); }) },
     ], checkpoints, { key: "steps_completed", desc: true }, { name: "checkpoints", empty: "No checkpoints yet." });
@@ -131,7 +136,7 @@
     if (signature === lastSignature) return !TERMINAL.includes(d.trial.state);
     lastSignature = signature;
     data = d;
-    renderSummary(d.trial);
+    renderSummary(d.trial, d);
     renderGroups(d.metric_groups);
     if (group) {
       renderGroupCharts((await det.api(`/trials/${id}/metrics?group=${encodeURIComponent(group)}`)).metrics, group);
@@ -167,7 +172,7 @@
 
   follow.addEventListener("change", () => { if (follow.checked) logs.scrollTop = logs.scrollHeight; });
   det.ready().then(() => {
-    det.poll(refreshTrial, 2000);
-    det.poll(refreshLogs, 1000);
+    det.poll(refreshTrial, 2000, { notFound: `Trial ${id}` });
+    det.poll(refreshLogs, 1000, { notFound: `Trial ${id}` });
   }).catch(() => {});
 })();
