@@ -49,7 +49,7 @@ import httpx  # noqa: E402
 from determined.master.insights import curves
 from determined.master import embedded
 from determined.master.lifecycle import protocol  # noqa: E402
-from determined.master.db import ValidationMetrics  # noqa: E402
+from determined.master.db import Trial, ValidationMetrics  # noqa: E402
 from determined.master.lifecycle.experiment import get_trial  # noqa: E402
 from determined.master.rm import Slots  # noqa: E402
 from master_load import _model_def  # noqa: E402
@@ -224,6 +224,8 @@ def _build(master: Any, tokens: Dict[int, str], points: int, validations: int, b
                 {"trial_id": tid, "steps_completed": k * every * 100, "end_time": base + datetime.timedelta(seconds=k * every),
                  "metrics": {"validation_loss": 1.0 / math.sqrt(k) + (tid % 7) / 70.0}}
                 for k in range(1, validations + 1)])
+        conn.execute(Trial.__table__.update().where(Trial.id.in_(trial_ids))  # as report_validation: a new version
+                     .values(metrics_version=Trial.metrics_version + 1))
     return {"training_rows_per_s": len(trial_ids) * points / training_s, "training_s": training_s,
             "validation_s": time.perf_counter() - started}
 
@@ -284,10 +286,10 @@ def run_curves(database: str, trials: int, points: int, validations: int) -> Dic
                 resp.raise_for_status()
                 return resp
 
-            # The first read ever reads every point once; what it downsampled is kept (db.TrialCurve).
+            # The first read after storing: the training curves were maintained as the reports were stored; the
+            # validations (inserted here without the batch store) are read once. What it answers is kept.
             first_ever, resp = _timed(curves_read, 1)
-            print(f"  first read after the build (every point read once): {first_ever[0]:.1f} s; restarting the "
-                  "master …", flush=True)
+            print(f"  first read after storing: {first_ever[0]:.1f} s; restarting the master …", flush=True)
             client.close()
             _stop(master, rm, None)
             master = rm = None
@@ -443,11 +445,14 @@ def main() -> int:
               "validations …", flush=True)
         r = results["curves"] = run_curves(args.db, args.trials, args.points, args.validations)
         print(f"  learning curves (GET /experiments/{{id}}/metrics?max_points={r['max_points']}, as the UI page asks): "
-              f"first read after the build {r['curves_first_ever_s']:.1f} s; master restarted in "
+              f"first read after storing {r['curves_first_ever_s']:.1f} s; master restarted in "
               f"{r['restart_s']:.1f} s; first read after the restart {r['curves_cold_s']:.2f} s, then {r['curves_warm_s'] * 1000:.0f} ms (median of 5); "
               f"{r['wire_bytes'] / 1e6:.2f} MB sent gzipped ({r['bytes'] / 1e6:.2f} MB of JSON), {r['kept_training_points']:,} of "
               f"{r['trials'] * r['points']:,} training points\n"
               f"  after 32 trials reported again: {r['curves_after_32_reports_s'] * 1000:.0f} ms\n"
+              f"  LIVE CURVES ({args.db}, {r['trials']} trials x {r['points']} reports): first read after storing "
+              f"{r['curves_first_ever_s']:.2f} s; read after 32 trials reported again "
+              f"{r['curves_after_32_reports_s']:.3f} s\n"
               f"  the page: HTML {r['page_html_s'] * 1000:.0f} ms; "
               + ", ".join(f"{p} {v * 1000:.0f} ms" for p, v in r["page_reads_s"].items()) + "\n"
               f"  det experiment describe: {r['describe_cli_s']:.2f} s as a process (API read "

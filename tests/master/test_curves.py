@@ -1,4 +1,5 @@
 """Downsampled learning curves (determined/master/insights/curves.py): what is kept, the bound on the point count, the cache."""
+import json
 import math
 import random
 from typing import Any, Dict, List
@@ -10,11 +11,13 @@ from determined.master.problems import RequestProblem
 
 
 def _buckets(n: int, max_points: int) -> List[range]:
-    """The buckets the docs promise: the n - 2 points between the first and the last, in (max_points - 2) // 2
-    parts of equal count (sizes differ by at most one)."""
+    """The buckets the docs promise: the n - 2 points between the first and the last, in at most
+    (max_points - 2) // 2 parts of equal count (the last one may hold fewer), a count that can be maintained as
+    points arrive (a multiple of a power of two)."""
     count = (max_points - 2) // 2
-    edges = [1 + (b * (n - 2)) // count for b in range(count + 1)]
-    return [range(edges[b], edges[b + 1]) for b in range(count)]
+    width = curves.bucket_width(n - 2, count)
+    assert -(-(n - 2) // width) <= count
+    return [range(lo, min(lo + width, n - 1)) for lo in range(1, n - 1, width)]
 
 
 @pytest.mark.parametrize("n,max_points", [(1000, 50), (1001, 51), (37, 4), (10, 10), (3, 4)])
@@ -70,7 +73,11 @@ def test_bounds_and_default_budget() -> None:
 
 class _Row:
     def __init__(self, step: int, loss: float) -> None:
-        self.steps_completed, self.metrics = step, {"loss": loss}
+        self.steps_completed, self.metrics, self.end_time = step, {"loss": loss}, None
+
+
+def _steps(answer: Any) -> List[int]:
+    return [p["steps_completed"] for p in json.loads(answer[0])]
 
 
 def test_cache_answers_until_the_trial_reports_again() -> None:
@@ -83,18 +90,42 @@ def test_cache_answers_until_the_trial_reports_again() -> None:
         reads.append(ids)
         return {tid: list(stored[tid]) for tid in ids}
 
-    def render(rows: List[Any]) -> List[int]:
-        return [r.steps_completed for r in rows]
-
-    first = cache.series([(1, 0), (2, 0)], "training", 10, read, render, save=saved.extend)
-    assert first[1][0] == 1 and first[1][-1] == 100 and len(first[1]) <= 10 and first[2] == [1]
-    assert saved == [(1, 0, first[1]), (2, 0, [1])]  # what was read from the points is handed on to be kept
-    assert cache.series([(1, 0), (2, 0)], "training", 10, read, render) == first and reads == [[1, 2]]
+    first = cache.series([(1, 0), (2, 0)], "training", 10, read, save=saved.extend)
+    assert _steps(first[1])[0] == 1 and _steps(first[1])[-1] == 100 and len(_steps(first[1])) <= 10
+    assert _steps(first[2]) == [1] and first[2][1] == ["loss"]
+    assert [(tid, v) for tid, v, _ in saved] == [(1, 0), (2, 0)]  # what changed is handed on to be kept
+    assert all(curves.Summary.loads(dump()).count == len(stored[tid]) for tid, _, dump in saved)
+    assert cache.series([(1, 0), (2, 0)], "training", 10, read) == first and reads == [[1, 2]]
     stored[2].append(_Row(2, 0.25))
-    assert cache.series([(1, 0), (2, 1)], "training", 10, read, render)[2] == [1, 2]  # trial 2's new version
+    assert _steps(cache.series([(1, 0), (2, 1)], "training", 10, read)[2]) == [1, 2]  # trial 2's new version
     assert reads == [[1, 2], [2]]  # only the trial that reported is read again
-    cache.series([(1, 0)], "training", 20, read, render)  # another point count is another entry
+    cache.series([(1, 0)], "training", 20, read)  # another point count is another entry
     assert reads[-1] == [1]
+
+
+def test_a_summary_behind_is_caught_up_from_the_points_after_it() -> None:
+    cache = curves.CurveCache()
+    stored = [_Row(s, 1.0 / s) for s in range(1, 101)]
+    reads: List[List[int]] = []
+
+    def read(ids: List[int]) -> Dict[int, List[Any]]:
+        reads.append(ids)
+        return {1: list(stored)}
+
+    def tail(wanted: List[Any]) -> Dict[int, Any]:
+        [(tid, steps)] = wanted
+        return {tid: (sum(1 for r in stored if r.steps_completed < steps),
+                      [r for r in stored if r.steps_completed >= steps])}
+
+    cache.series([(1, 0)], "training", 10, read, tail=tail)
+    stored.extend(_Row(s, -1.0 if s == 150 else 1.0 / s) for s in range(101, 201))
+    answer = cache.series([(1, 1)], "training", 10, read, tail=tail)
+    assert reads == [[1]] and 150 in _steps(answer[1]) and _steps(answer[1])[-1] == 200
+    assert _steps(answer[1]) == [stored[i].steps_completed
+                                 for i in curves.downsample([r.metrics for r in stored], 10)]
+    stored[-1] = _Row(200, 5.0)  # the last point was replaced: not an extension, every point is read
+    cache.series([(1, 2)], "training", 10, read, tail=tail)
+    assert reads == [[1], [1]]
 
 
 def test_kept_curves_answer_a_new_cache_when_their_version_is_current() -> None:
@@ -105,14 +136,14 @@ def test_kept_curves_answer_a_new_cache_when_their_version_is_current() -> None:
         reads.append(ids)
         return {tid: list(stored[tid]) for tid in ids}
 
-    def render(rows: List[Any]) -> List[int]:
-        return [r.steps_completed for r in rows]
-
-    kept = {1: (3, ["kept of version 3"]), 2: (1, ["kept of version 1"])}
+    one, two = curves.Summary(10), curves.Summary(10)
+    one.extend(stored[1][:50])
+    two.extend(stored[2])
+    kept = {1: (3, one.dumps()), 2: (1, two.dumps()), 3: (1, '[{"an older master kept": "points"}]')}
     fresh = curves.CurveCache()  # a master that has just started
-    answer = fresh.series([(1, 3), (2, 2)], "training", 10, read, render, load=lambda ids: kept)
-    assert answer[1] == ["kept of version 3"] and reads == [[2]]  # trial 2 reported since its curve was kept
-    assert answer[2] == [1]
+    answer = fresh.series([(1, 3), (2, 2)], "training", 10, read, load=lambda ids: kept)
+    assert answer[1] == one.answer() and reads == [[2]]  # trial 2 reported since its curve was kept
+    assert _steps(answer[2]) == [1]
 
 
 def _per_metric(points: List[Dict[str, Any]], max_points: int) -> List[int]:

@@ -8,7 +8,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from sqlalchemy import select
+from sqlalchemy import func, select
+from starlette.background import BackgroundTask
 from sqlalchemy.orm import Session
 
 from determined import searcher
@@ -54,7 +55,21 @@ def experiment_metrics(request: Request, experiment_id: int,
                     rows[row.trial_id].append(row)
                 return rows
 
-            answer = cache.series(versions, kind, points, read, _curve_points,
+            def tail(wanted: List[Tuple[int, int]], table: Any = table) -> Dict[int, curves.Tail]:
+                # A trial's points from a step on, and the count of those before it: (trial id, step) index ranges.
+                found: Dict[int, curves.Tail] = {}
+                connection = s.connection()
+                for tid, steps in wanted:  # one query: the count rides on each row (a series never empties)
+                    before = (select(func.count()).select_from(table)
+                              .where(table.trial_id == tid, table.steps_completed < steps).scalar_subquery())
+                    rows = list(connection.execute(
+                        select(before.label("before"), table.steps_completed, table.end_time, table.metrics)
+                        .where(table.trial_id == tid, table.steps_completed >= steps)
+                        .order_by(table.steps_completed, table.id)))
+                    found[tid] = (rows[0].before if rows else -1, rows)
+                return found
+
+            answer = cache.series(versions, kind, points, read, tail=tail,
                                   load=kept_curves.kept_loader(s, kind, points), save=computed[kind].extend)
             for tid, (points_of, reported) in answer.items():
                 series[tid][kind] = points_of
@@ -68,26 +83,20 @@ def experiment_metrics(request: Request, experiment_id: int,
             parts.append(f'{head[:-1]},"training":{series[t.id]["training"]},"validation":{series[t.id]["validation"]}}}')
         tail = _json({"groups": ["training", "validation"],
                       "metric_names": {kind: sorted(v) for kind, v in names.items()}, "max_points": points})
-    for kind, read_now in computed.items():  # read from the points: kept for the next start
-        if read_now:
-            kept_curves.keep(master, kind, points, read_now)
-    return _maybe_gzip(request, ('{"trials":[' + ",".join(parts) + "]," + tail[1:]).encode("utf-8"))
+    response = _maybe_gzip(request, ('{"trials":[' + ",".join(parts) + "]," + tail[1:]).encode("utf-8"))
+    if any(computed.values()):  # what changed is kept for the next start, once the answer is sent
+
+        def keep_changed() -> None:
+            for kind, changed in computed.items():
+                if changed:
+                    kept_curves.keep(master, kind, points, changed)
+
+        response.background = BackgroundTask(keep_changed)
+    return response
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
-def _curve_points(rows: List[Any]) -> Tuple[str, List[str]]:
-    """The points of a downsampled series as the route sends them (JSON text), and the names of their numeric
-    metrics."""
-    out, names = [], set()
-    for row in rows:
-        numbers = {k: v for k, v in (row.metrics or {}).items() if curves.numeric(v)}
-        names.update(numbers)
-        out.append({"steps_completed": row.steps_completed, "end_time": serialize.timestamp(row.end_time),
-                    "metrics": numbers})
-    return _json(out), sorted(names)
 
 
 GZIP_FROM = 64 * 1024  # bytes of an answer from which it is compressed for a client that accepts gzip
