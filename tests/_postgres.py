@@ -13,7 +13,6 @@ As a pytest plugin (`pytest -p tests._postgres`, or through tests/master/conftes
   data dir (in this process that exported value is ignored: each data dir keeps its own database).
 """
 import contextlib
-import glob
 import hashlib
 import os
 import pathlib
@@ -29,22 +28,17 @@ from typing import Any, Dict, Iterator, List, Optional, Set
 
 import pytest
 
+from determined.experimental.determined_import._throwaway import postgres_bin_dir
+
 SUPERUSER = "postgres"
 # What a connection attempt gets while the server restarts its backends after one of them crashed.
 _RECOVERING = ("recovery mode", "starting up", "not yet accepting connections", "terminated abnormally",
                "closed the connection unexpectedly")
 
 
-def _bin_dir() -> Optional[str]:
-    found = shutil.which("initdb")
-    if found:
-        return os.path.dirname(os.path.realpath(found))
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return os.path.dirname(candidates[-1]) if candidates else None
-
 
 def available() -> bool:
-    return _bin_dir() is not None
+    return postgres_bin_dir() is not None
 
 
 def _free_port() -> int:
@@ -71,7 +65,7 @@ class PostgresServer:
         return argv
 
     def start(self) -> "PostgresServer":
-        bin_dir = _bin_dir()
+        bin_dir = postgres_bin_dir()
         if bin_dir is None:
             raise RuntimeError("PostgreSQL is not installed (no initdb); install it, e.g. apt-get install postgresql")
         self.dir = tempfile.mkdtemp(prefix="det-pg-")

@@ -16,7 +16,8 @@ from typing import Iterator, List, Optional
 from determined.experimental.determined_import._source import SourceError
 
 
-def _bin_dir() -> Optional[str]:
+def postgres_bin_dir() -> Optional[str]:
+    """The directory of PostgreSQL's server programs (initdb, pg_ctl): on PATH, else Debian's newest."""
     found = shutil.which("initdb")
     if found:
         return os.path.dirname(os.path.realpath(found))
@@ -41,7 +42,7 @@ def restored(dump: str) -> Iterator[str]:
     """The URL of a throwaway database holding `dump` (plain SQL, or pg_dump's custom format)."""
     if not os.path.isfile(dump):
         raise SourceError(f"--dump {dump}: no such file")
-    bin_dir = _bin_dir()
+    bin_dir = postgres_bin_dir()
     if bin_dir is None:
         raise SourceError("--dump needs PostgreSQL's initdb, pg_ctl and psql/pg_restore here (apt-get install "
                           "postgresql); or restore the dump yourself and pass --db-url")
