@@ -38,9 +38,9 @@ def _read(path: pathlib.Path) -> Optional[Dict[str, Any]]:
 
 
 def _answers(url: str) -> bool:
-    from determined.master.embedded import _answers as answers
+    from determined.master.embedded import _master_info
 
-    return answers(url)
+    return _master_info(url) is not None
 
 
 def cluster_up(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import logging
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from determined.config.entrypoint import runs_a_script
 from determined import searcher
 from determined.master.views.dbread import Reader, in_list
 
@@ -177,6 +178,8 @@ class _Experiment:
             return searcher.stop_reason(facts, self.metric, str(getattr(method, "unit", self.unit)))
         ops = self.ops.get(trial.id)
         if ops is None or not ops.completed or self.full is None:
+            if getattr(trial, "state", None) == "COMPLETED" and runs_a_script(self.exp.config or {}):
+                return None  # a script's process that ended on its own (exit 0) before any operation: it says so
             return self.stopped_by_search_end(trial)
         last = max(ops.completed)
         if last >= self.full:
