@@ -9,8 +9,6 @@ import logging
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from determined.config.entrypoint import runs_a_script
-from determined import searcher
 from determined.master.views.dbread import Reader, in_list
 
 logger = logging.getLogger("determined.master")
@@ -75,6 +73,8 @@ def _search_method(exp: Any) -> Optional[Any]:
     if not isinstance(snapshot, Mapping) or not isinstance(snapshot.get("method"), Mapping) or not config.get("searcher"):
         return None
     try:
+        from determined import searcher  # the search methods: only for a reason that needs them (not a list's)
+
         method = searcher.make_search_method(config["searcher"])
         method.restore(dict(snapshot["method"]))
         return method
@@ -158,7 +158,11 @@ class _Experiment:
         """What the search method recorded when it stopped the trial (its own bracket's and rung's facts)."""
         method = self.method()
         request_id = getattr(trial, "request_id", None)
-        return searcher.stop_facts(method, str(request_id)) if method is not None and request_id is not None else None
+        if method is None or request_id is None:
+            return None
+        from determined import searcher
+
+        return searcher.stop_facts(method, str(request_id))
 
     def stopped_by_search_end(self, trial: Any) -> Optional[str]:
         """A trial the search method never stopped, closed because the search ended (the search shut down: it
@@ -175,9 +179,13 @@ class _Experiment:
         facts = self.facts(trial)
         if facts is not None and facts.get("rule") != "top":
             method = self.method()
+            from determined import searcher
+
             return searcher.stop_reason(facts, self.metric, str(getattr(method, "unit", self.unit)))
         ops = self.ops.get(trial.id)
         if ops is None or not ops.completed or self.full is None:
+            from determined.config.entrypoint import runs_a_script
+
             if getattr(trial, "state", None) == "COMPLETED" and runs_a_script(self.exp.config or {}):
                 return None  # a script's process that ended on its own (exit 0) before any operation: it says so
             return self.stopped_by_search_end(trial)
