@@ -65,7 +65,34 @@ def list_users(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json(users)
         return 0
-    _render.table(["Username", "Admin", "Active"], [[u["username"], u["admin"], u["active"]] for u in users])
+    _render.table(["Username", "Admin", "Active", "Agent User", "Agent UID"],
+                  [[u["username"], u["admin"], u["active"], *_agent_cells(u)] for u in users])
+    return 0
+
+
+def _agent_cells(user: Any) -> Any:
+    link = user.get("agent_user_group") or {}
+    return [link.get("agent_user", ""), link.get("agent_uid", "")]
+
+
+def describe(args: argparse.Namespace) -> int:
+    user = _lookup.client(args).get_user_by_name(args.username).to_json()
+    if args.json:
+        _render.print_json(user)
+        return 0
+    link = user.get("agent_user_group") or {}
+    _render.table(["Username", "ID", "Admin", "Active", "Agent UID", "Agent GID", "Agent User", "Agent Group"],
+                  [[user["username"], user["id"], user["admin"], user["active"],
+                    *[link.get(k, "") for k in ("agent_uid", "agent_gid", "agent_user", "agent_group")]]])
+    return 0
+
+
+def link_with_agent_user(args: argparse.Namespace) -> int:
+    user = _lookup.client(args).get_user_by_name(args.det_username)
+    user.link_with_agent(agent_gid=args.agent_gid, agent_uid=args.agent_uid, agent_group=args.agent_group,
+                         agent_user=args.agent_user)
+    print(f"Linked user '{args.det_username}' with agent user {args.agent_user} (uid {args.agent_uid}, group "
+          f"{args.agent_group} gid {args.agent_gid}): their trials run as that OS account.")
     return 0
 
 
@@ -112,6 +139,19 @@ def add_parser(sub: Any) -> None:
     c = cmds.add_parser("list", aliases=["ls"], help="list users")
     c.add_argument("--json", action="store_true", help="print JSON")
     c.set_defaults(func=list_users)
+
+    c = cmds.add_parser("describe", help="show a user, with the OS account their trials run as")
+    c.add_argument("username")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    c.set_defaults(func=describe)
+
+    c = cmds.add_parser("link-with-agent-user",
+                        help="run a user's trials as an OS account (admins only; a server run as root)")
+    c.add_argument("det_username", metavar="username")
+    for flag, kind, what in (("--agent-uid", int, "its uid"), ("--agent-gid", int, "its primary gid"),
+                             ("--agent-user", str, "its user name"), ("--agent-group", str, "its group name")):
+        c.add_argument(flag, type=kind, required=True, help=what + " (required)")
+    c.set_defaults(func=link_with_agent_user)
 
     c = cmds.add_parser("create", help="create a user with a blank password (admins only)")
     c.add_argument("username")

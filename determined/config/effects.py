@@ -4,8 +4,14 @@ Trials here are processes on the master's machine (or Ray workers), not containe
 agent cluster: what configured the containers, the cluster or services this platform does not have is accepted
 (so that every 0.12-0.38 config runs unchanged) and named by ``no_effect_notes``, which the CLI prints when an
 experiment is created and the harness logs when a trial starts.
+
+``bind_mounts`` are the exception that depends on the master: a server that runs trials in a sandbox (run as root
+with `trial_user` and bubblewrap; rm/sandbox.py) honours them, as Determined's containers did; any other master
+does not. The CLI asks the master it submits to (`GET /master/info`, `trials_sandboxed`); a trial knows it runs
+in a sandbox from DET_SANDBOXED, which the sandbox sets.
 """
-from typing import Any, Callable, List, Mapping, Sequence, Tuple
+import os
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from determined.config.environment import DEFAULT_IMAGES
 from determined.config.storage import UNREACHABLE_TYPES
@@ -14,6 +20,7 @@ _CONTAINERS = "trials run as processes on this machine, not in containers"
 _HPC = "trials run on this platform's own resource manager, not through Slurm or PBS"
 _HOROVOD = "a Horovod setting; multi-slot training here uses torch.distributed or tf.distribute"
 _DEFAULT_SHM = 4 * 1024**3
+SANDBOXED_ENV = "DET_SANDBOXED"  # "1" in a trial's sandbox (rm/sandbox.py)
 
 
 def _get(config: Mapping[str, Any], path: Sequence[str]) -> Any:
@@ -56,11 +63,9 @@ _RULES: List[Tuple[Tuple[str, ...], Callable[[Any], bool], str]] = [
     (("environment", "pbs"), _set, _HPC),
     (("slurm",), _set, _HPC),
     (("pbs",), _set, _HPC),
-    (("bind_mounts",), _set, f"{_CONTAINERS}: read host_path where it is"),
     (("resources", "devices"), _set, f"{_CONTAINERS}: they see this machine's devices"),
     (("resources", "shm_size"), _not(_DEFAULT_SHM), f"{_CONTAINERS}: shared memory is this machine's"),
-    (("resources", "agent_label"), _set, "this master has one pool of slots"),
-    (("resources", "resource_pool"), lambda v: _set(v) and v != "default", "this master has one pool of slots"),
+    (("resources", "agent_label"), _set, "agents have no labels here: choose slots with resources.resource_pool"),
     (("resources", "resource_manager"), _set, "this master has one resource manager (det master up chooses it)"),
     (("resources", "is_single_node"), _set,
      "the local resource manager runs every trial on this machine; the Ray one packs a trial's slots on few nodes"),
@@ -79,13 +84,24 @@ _RULES: List[Tuple[Tuple[str, ...], Callable[[Any], bool], str]] = [
 ]
 
 
-def no_effect_notes(config: Mapping[str, Any]) -> List[str]:
-    """One line per field of a (raw or canonical) config that asks for something that has no effect here."""
+def no_effect_notes(config: Mapping[str, Any], *, sandboxed: Optional[bool] = None) -> List[str]:
+    """One line per field of a (raw or canonical) config that asks for something that has no effect here.
+
+    `sandboxed`: whether the master the config goes to runs its trials in a sandbox, which honours `bind_mounts`
+    (None: unknown; in a trial's own process, DET_SANDBOXED says)."""
     notes = []
     for path, asks, reason in _RULES:
         value = _get(config, path)
         if asks(value):
             notes.append(f"{'.'.join(path)}: has no effect here ({reason})")
+    if sandboxed is None and os.environ.get(SANDBOXED_ENV) == "1":
+        sandboxed = True
+    if _set(config.get("bind_mounts")) and not sandboxed:
+        notes.append(
+            "bind_mounts: has no effect on this master (its trials are processes not in a sandbox: it runs without "
+            "trial_user or bubblewrap; see docs/auth.md): read host_path where it is" if sandboxed is False else
+            "bind_mounts: honoured only by a master that runs trials in a sandbox (run as root with trial_user and "
+            "bubblewrap; see docs/auth.md); elsewhere they have no effect: read host_path where it is")
     searcher = config.get("searcher") if isinstance(config.get("searcher"), Mapping) else {}
     if searcher.get("time_metric") and searcher.get("max_time") and searcher.get("stop_once"):
         notes.append("searcher.stop_once: has no effect here (with time_metric and max_time the search always stops "

@@ -169,13 +169,19 @@ class Enum(Spec):
 
 
 class ListOf(Spec):
-    def __init__(self, item: Spec, nonempty: bool = False) -> None:
+    def __init__(self, item: Spec, nonempty: bool = False, max_items: Optional[int] = None) -> None:
         self.item = item
         self.nonempty = nonempty
+        self.max_items = max_items
         self.allowed = ("a non-empty list" if nonempty else "a list") + f" of {_plural(item.allowed)}"
+        if max_items is not None:
+            self.allowed += f", at most {max_items} of them"
 
     def check(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, (list, tuple)) or (self.nonempty and not value):
+            problems.wrong_value(path, value, self.allowed)
+            return INVALID
+        if self.max_items is not None and len(value) > self.max_items:
             problems.wrong_value(path, value, self.allowed)
             return INVALID
         out = [self.item.check(item, join_path(path, i), problems) for i, item in enumerate(value)]

@@ -20,6 +20,10 @@ from determined.config.lengths import Length, length_unit, length_value
 
 MAX_ALLOWED_TRIALS = 2000
 MODES = ("standard", "aggressive", "conservative")
+# The most rungs a bracket of successive halving may have: num_rungs, each of bracket_rungs, and the rungs that
+# max_rungs, divisor, max_trials and the length make (Determined set no bound). A bracket keeps a list per rung in
+# the search's state; with the default divisor 4, 100 rungs would need 4^99 trials, so no useful search meets it.
+MAX_RUNGS = 100
 
 _COMMON = {
     "metric": Field(Str(nonempty=True, allowed="the name of a validation metric (a string)"), REQUIRED),
@@ -54,7 +58,8 @@ _DIVISOR = Field(Number(minimum=1, exclusive_min=True), 4)
 _MAX_RUNGS = Field(Int(minimum=1), 5)
 _MODE = Field(Enum(*MODES), "standard")
 _CONCURRENT = Field(Int(minimum=0), 0)
-_BRACKET_RUNGS = Field(ListOf(Int(minimum=1), nonempty=True), None)
+_BRACKET_RUNGS = Field(ListOf(Int(minimum=1, maximum=MAX_RUNGS), nonempty=True, max_items=MAX_RUNGS), None)
+_NUM_RUNGS = Field(Int(minimum=1, maximum=MAX_RUNGS), REQUIRED)
 _STOP_ONCE = Field(Bool(), False)
 # 0.38's time-based ASHA: with both, the search stops trials by the values of time_metric they report (see
 # searcher_drives_trials); max_length is then only read by the trial's code.
@@ -117,14 +122,14 @@ METHOD_FIELDS: Dict[str, Dict[str, Field]] = {
         ),
     },
     "sync_halving": {
-        "num_rungs": Field(Int(minimum=1), REQUIRED),
+        "num_rungs": _NUM_RUNGS,
         "max_length": _max_length(),
         "budget": Field(Length(positive=True), REQUIRED, hint="the total length of all trials, in max_length's unit"),
         "divisor": _DIVISOR,
         "train_stragglers": Field(Bool(), True),
     },
     "async_halving": {
-        "num_rungs": Field(Int(minimum=1), REQUIRED),
+        "num_rungs": _NUM_RUNGS,
         "max_length": _max_length(optional=True),
         "max_trials": _max_trials(),
         "divisor": _DIVISOR,

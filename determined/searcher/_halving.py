@@ -1,28 +1,53 @@
-"""Arithmetic shared by the successive-halving methods (ASHA and the synchronous brackets), exact: no float logs."""
+"""Arithmetic shared by the successive-halving methods (ASHA and the synchronous brackets), exact: a float log
+only estimates, exact powers of the divisor decide."""
+import math
 from fractions import Fraction
 from typing import Any, Dict, List, Optional
 
-from determined.config.searchers import MODES
+from determined.config.searchers import MAX_RUNGS, MODES
 from determined.searcher._context import MAX_TRIALS, SearchContext
 from determined.searcher._method import PROGRESS_BEFORE_SHUTDOWN, ExitedReason, Trained
 from determined.searcher._ops import Create, Operation, Shutdown
 
 
-def floor_log(value: int, divisor: float) -> int:
-    """floor(log_divisor(value)) for value >= 1, counted with exact arithmetic."""
+def floor_log(value: int, divisor: float, limit: int = MAX_RUNGS + 1) -> int:
+    """min(floor(log_divisor(value)), limit) for value >= 1, exact.
+
+    The work is bounded by `limit`, not by the answer: a closed-form estimate from float logarithms decides at once
+    when the answer reaches the limit (a divisor of 1.0000001 would otherwise take ~2*10^8 exact multiplications
+    for 10^9); below it, exact powers of the divisor near the estimate correct the float's rounding (log_4(64) is
+    3, not 2.9999...)."""
     if value < 1:
         raise ValueError(f"floor_log: value must be >= 1, got {value}")
     base = Fraction(divisor)
-    power, count = base, 0
-    while power <= value:
+    if not base > 1:
+        raise ValueError(f"floor_log: divisor must be > 1, got {divisor}")
+    estimate = math.log(value) / math.log(float(divisor))  # math.log takes ints of any size
+    if estimate >= limit + 1:  # the float error is far below 1: the exact answer is at least `limit`
+        return limit
+    count = max(0, int(estimate) - 1)
+    power = base ** count
+    while count > 0 and power > value:
+        power /= base
+        count -= 1
+    while count < limit and power * base <= value:
         power *= base
         count += 1
     return count
 
 
 def effective_max_rungs(max_rungs: int, max_length: int, max_trials: int, divisor: float) -> int:
-    """min(max_rungs, floor(log_d(max_length))+1, floor(log_d(max_trials))+1)."""
-    return min(max_rungs, floor_log(max_length, divisor) + 1, floor_log(max_trials, divisor) + 1)
+    """min(max_rungs, floor(log_d(max_length))+1, floor(log_d(max_trials))+1); ValueError past MAX_RUNGS (a
+    divisor close to 1 with a large max_rungs would make brackets of millions of rungs)."""
+    limit = min(max_rungs, MAX_RUNGS + 1)
+    rungs = min(max_rungs, floor_log(max_length, divisor, limit) + 1, floor_log(max_trials, divisor, limit) + 1)
+    if rungs > MAX_RUNGS:
+        raise ValueError(
+            f"searcher: divisor {divisor} with max_rungs {max_rungs} makes more than {MAX_RUNGS} rungs per bracket "
+            f"(max_trials {max_trials}, a length of {max_length}); lower max_rungs to at most {MAX_RUNGS} or raise "
+            f"the divisor (default 4)"
+        )
+    return rungs
 
 
 def brackets_for_mode(mode: str, max_rungs: int) -> List[int]:
@@ -38,6 +63,8 @@ def brackets_for_mode(mode: str, max_rungs: int) -> List[int]:
 
 def rung_lengths(num_rungs: int, max_length: int, divisor: float) -> List[int]:
     """Cumulative length of each rung: max(1, floor(max_length / divisor^(num_rungs-i-1)))."""
+    if num_rungs > MAX_RUNGS:
+        raise ValueError(f"searcher: {num_rungs} rungs in a bracket; at most {MAX_RUNGS}")
     base = Fraction(divisor)
     return [max(1, int(Fraction(max_length) / base ** (num_rungs - i - 1))) for i in range(num_rungs)]
 

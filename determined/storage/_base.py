@@ -5,7 +5,9 @@ import os
 import pathlib
 import shutil
 import tempfile
-from typing import Dict, Iterator
+from typing import Dict, Iterator, List
+
+from determined.storage import _safe_tree
 
 
 class StorageManager(abc.ABC):
@@ -64,6 +66,34 @@ class StorageManager(abc.ABC):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+    def read_files(self, storage_id: str, *, completed: bool = False) -> Iterator[_safe_tree.Entry]:
+        """The stored directory's entries (determined.storage._safe_tree.Entry: directories, files to `open()`,
+        links that stay inside it, links leading out of it), depth first, never following a link out of it;
+        `completed` as `download`'s. Read each file before asking for the next entry; close the iterator when
+        stopping early. This default downloads into a temporary directory first; backends stream instead."""
+        tmp = tempfile.mkdtemp(prefix=f"det-read-{storage_id}-")
+        try:
+            self.download(storage_id, tmp, completed=completed)
+            top = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                yield from _safe_tree.read_tree(top)
+            finally:
+                os.close(top)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def copy_files(self, storage_id: str, dst_dir: str, *, completed: bool = False) -> List[_safe_tree.Entry]:
+        """Copy the stored directory into `dst_dir` as `read_files` reads it: files, directories and the links
+        that stay inside it; returns what was left out (links leading out of it, fifos, devices)."""
+        entries = self.read_files(storage_id, completed=completed)
+        try:
+            return _safe_tree.copy_entries(entries, dst_dir)
+        finally:
+            close = getattr(entries, "close", None)
+            if close is not None:
+                close()
+
+
 def directory_resources(root: str) -> Dict[str, int]:
     """`{relative path: size in bytes}` of every file under `root` (directories end with '/' and size 0)."""
     base = pathlib.Path(root)
@@ -74,5 +104,9 @@ def directory_resources(root: str) -> Dict[str, int]:
         if prefix:
             resources[prefix] = 0
         for name in filenames:
-            resources[prefix + name] = (pathlib.Path(dirpath) / name).stat().st_size
+            path = pathlib.Path(dirpath) / name
+            try:
+                resources[prefix + name] = path.stat().st_size
+            except OSError:  # a link to nothing (or a loop of links): the link itself
+                resources[prefix + name] = path.lstat().st_size
     return dict(sorted(resources.items()))

@@ -57,8 +57,12 @@ def directory_path(checkpoint_storage: Mapping[str, Any]) -> pathlib.Path:
     return pathlib.Path(os.path.realpath(os.path.expanduser(path)))
 
 
-def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]]) -> StorageManager:
-    """The storage manager for a `checkpoint_storage` config (types shared_fs, directory and s3)."""
+def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]], *,
+                          default_credentials: bool = True) -> StorageManager:
+    """The storage manager for a `checkpoint_storage` config (types shared_fs, directory and s3).
+
+    `default_credentials=False`: an s3 storage without keys of its own sends unsigned requests instead of using
+    this process's AWS credentials (a server's master acting for a user; see S3StorageManager)."""
     if not checkpoint_storage or not isinstance(checkpoint_storage, Mapping):
         raise errors.DeterminedError(
             "no checkpoint_storage configured: give e.g. {type: shared_fs, host_path: /abs/dir, "
@@ -76,6 +80,7 @@ def build_storage_manager(checkpoint_storage: Optional[Mapping[str, Any]]) -> St
             secret_key=checkpoint_storage.get("secret_key"),
             endpoint_url=checkpoint_storage.get("endpoint_url"),
             prefix=checkpoint_storage.get("prefix"),
+            default_credentials=default_credentials,
         )
     if kind in _UNSUPPORTED_TYPES:
         raise errors.DeterminedError(

@@ -5,6 +5,7 @@ import posixpath
 from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 
 from determined import errors
+from determined.storage import _safe_tree
 from determined.storage._base import StorageManager, directory_resources
 from determined.storage._shared_fs import _check_id
 
@@ -13,6 +14,8 @@ COMPLETE_MARKER = ".det-complete"
 DEFAULT_MULTIPART_BYTES = 16 * 1024 * 1024
 _DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
 _LIST_PAGE = 1000  # keys per ListObjectsV2 page
+MAX_MARKER_BYTES = 64 * 1024 * 1024  # the largest completion marker read (a list of the checkpoint's files)
+MAX_OBJECTS = _safe_tree.MAX_ENTRIES  # the most objects of one checkpoint listed or read
 
 T = TypeVar("T")
 
@@ -55,8 +58,9 @@ class S3StorageManager(StorageManager):
     ends with '/'.
 
     Credentials are `access_key`/`secret_key` when given, else boto3's default chain (AWS_* environment
-    variables, ~/.aws, instance roles). `endpoint_url` points at an S3-compatible server (path-style
-    addressing is used with it).
+    variables, ~/.aws, instance roles), or, with `default_credentials=False` (a server's master acting for a
+    user), none: requests go unsigned rather than signed with the master's own key. `endpoint_url` points at an
+    S3-compatible server (path-style addressing is used with it).
     """
 
     def __init__(
@@ -68,6 +72,7 @@ class S3StorageManager(StorageManager):
         prefix: Optional[str] = None,
         *,
         multipart_bytes: int = DEFAULT_MULTIPART_BYTES,
+        default_credentials: bool = True,
     ) -> None:
         if not bucket or not isinstance(bucket, str):
             raise errors.DeterminedError("checkpoint_storage.bucket is required for type s3: name an existing bucket")
@@ -87,12 +92,19 @@ class S3StorageManager(StorageManager):
         self.endpoint_url = endpoint_url or None
         self.prefix = _normalize_prefix(prefix)
         self._explicit_keys = access_key is not None
+        self._unsigned = access_key is None and not default_credentials
         session = boto3.session.Session(aws_access_key_id=access_key, aws_secret_access_key=secret_key)
+        unsigned = {}
+        if self._unsigned:
+            from botocore import UNSIGNED
+
+            unsigned = {"signature_version": UNSIGNED}
         config = Config(
             retries={"max_attempts": 3, "mode": "standard"},
             connect_timeout=10,
             read_timeout=120,
             s3={"addressing_style": "path"} if self.endpoint_url else None,
+            **unsigned,
         )
         # Without a configured region, us-east-1 works for any bucket (S3 redirects) and for S3-compatible servers.
         region = session.region_name or "us-east-1"
@@ -192,6 +204,32 @@ class S3StorageManager(StorageManager):
                     f"{size} were stored"
                 )
 
+    def read_files(self, storage_id: str, *, completed: bool = False) -> Iterator[_safe_tree.Entry]:
+        """The checkpoint's files streamed object by object (nothing written locally): each read as exactly the
+        size its marker (or listing) gives, never more; an object whose size differs is an error."""
+        resources = self._read_marker(storage_id, fallback=self._listed_resources if completed else None)
+        base = self.key_prefix(storage_id)
+        for rel, size in sorted(resources.items()):
+            clean = _relative(rel)
+            if rel.endswith("/"):
+                if clean:
+                    yield _safe_tree.Entry(clean, _safe_tree.DIR)
+                continue
+            yield _safe_tree.Entry(clean, _safe_tree.FILE, size=size, open=self._opener(storage_id, base + rel, size))
+
+    def _opener(self, storage_id: str, key: str, size: int) -> Callable[[], Any]:
+        def open_object() -> Any:
+            answer = self._call("read", lambda: self._client.get_object(Bucket=self.bucket, Key=key),
+                                missing=f"checkpoint {storage_id} is incomplete in {self._where()}: {key!r} is missing")
+            length = answer.get("ContentLength")
+            if length is not None and int(length) != size:
+                answer["Body"].close()
+                raise S3StorageError(f"checkpoint {storage_id} in {self._where()} is damaged: {key!r} has {length} "
+                                     f"bytes, {size} were stored")
+            return _SizedBody(answer["Body"], size, f"checkpoint {storage_id}: {key!r}")
+
+        return open_object
+
     def delete(self, storage_id: str) -> None:
         self._remove_objects(storage_id, quiet=False)
 
@@ -210,11 +248,24 @@ class S3StorageManager(StorageManager):
     def _listed_resources(self, storage_id: str) -> Dict[str, int]:
         """The checkpoint's files as its prefix lists them (relative path -> size); empty when there are none."""
         base = self.key_prefix(storage_id)
-        paginator = self._client.get_paginator("list_objects_v2")
-        pages = self._call("list", lambda: list(paginator.paginate(
-            Bucket=self.bucket, Prefix=base, PaginationConfig={"PageSize": _LIST_PAGE})))
-        return {obj["Key"][len(base):]: int(obj.get("Size") or 0) for page in pages for obj in page.get("Contents") or []
+        return {obj["Key"][len(base):]: int(obj.get("Size") or 0) for obj in self._listed(base)
                 if obj["Key"] != base and obj["Key"][len(base):] != COMPLETE_MARKER}
+
+    def _listed(self, key_prefix: str) -> List[Dict[str, Any]]:
+        """The objects under `key_prefix`, at most MAX_OBJECTS (more is an error: no checkpoint has that many)."""
+        paginator = self._client.get_paginator("list_objects_v2")
+        pages = paginator.paginate(Bucket=self.bucket, Prefix=key_prefix, PaginationConfig={"PageSize": _LIST_PAGE})
+
+        def collect() -> List[Dict[str, Any]]:
+            found: List[Dict[str, Any]] = []
+            for page in pages:
+                found.extend(page.get("Contents") or [])
+                if len(found) > MAX_OBJECTS:
+                    raise S3StorageError(f"{self._where()} lists more than {MAX_OBJECTS} objects under "
+                                         f"{key_prefix!r}; that is not one checkpoint, nothing is read or deleted")
+            return found
+
+        return self._call("list", collect)
 
     def _read_marker(self, storage_id: str,
                      fallback: Optional[Callable[[str], Dict[str, int]]] = None) -> Dict[str, int]:
@@ -242,8 +293,18 @@ class S3StorageManager(StorageManager):
 
     def _marker_resources(self, storage_id: str, key: str, answer: Dict[str, Any]) -> Dict[str, int]:
         try:
-            resources = json.loads(answer["Body"].read())["resources"]
-            return {str(k): int(v) for k, v in resources.items()}
+            body = answer["Body"].read(MAX_MARKER_BYTES + 1)
+            answer["Body"].close()
+            if len(body) > MAX_MARKER_BYTES:
+                raise S3StorageError(f"the marker {key!r} of checkpoint {storage_id} in {self._where()} is larger than "
+                                     f"{MAX_MARKER_BYTES} bytes; the checkpoint cannot be trusted: delete it")
+            resources = json.loads(body)["resources"]
+            if len(resources) > MAX_OBJECTS:
+                raise ValueError("too many files")
+            out = {str(k): int(v) for k, v in resources.items()}
+            if any(v < 0 for v in out.values()):
+                raise ValueError("a negative size")
+            return out
         except (ValueError, KeyError, TypeError, AttributeError):
             raise S3StorageError(
                 f"the marker {key!r} of checkpoint {storage_id} in {self._where()} is not valid JSON resources; "
@@ -275,10 +336,7 @@ class S3StorageManager(StorageManager):
                 raise
 
     def _key_batches(self, key_prefix: str) -> Iterator[List[str]]:
-        paginator = self._client.get_paginator("list_objects_v2")
-        pages = self._call("list", lambda: list(paginator.paginate(
-            Bucket=self.bucket, Prefix=key_prefix, PaginationConfig={"PageSize": _LIST_PAGE})))
-        keys = [obj["Key"] for page in pages for obj in page.get("Contents") or []]
+        keys = [obj["Key"] for obj in self._listed(key_prefix)]
         for i in range(0, len(keys), _DELETE_BATCH):
             yield keys[i : i + _DELETE_BATCH]
 
@@ -305,6 +363,9 @@ class S3StorageManager(StorageManager):
         creds = (
             "check checkpoint_storage.access_key / secret_key"
             if self._explicit_keys
+            else "the master sends no credentials of its own for an experiment's storage: set "
+            "checkpoint_storage.access_key / secret_key"
+            if self._unsigned
             else "check the AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials) or set "
             "checkpoint_storage.access_key / secret_key"
         )
@@ -364,6 +425,42 @@ def _exception_name(e: BaseException) -> str:
             return type(cur).__name__
         cur = cur.__cause__ or cur.__context__
     return type(e).__name__
+
+
+class _SizedBody:
+    """An object's body read as exactly `size` bytes: never more (the rest is not read), an error if shorter."""
+
+    def __init__(self, body: Any, size: int, what: str) -> None:
+        self._body = body
+        self._left = size
+        self._what = what
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        want = self._left if n is None or n < 0 else min(n, self._left)
+        data = self._body.read(want)
+        if not data:
+            raise S3StorageError(f"{self._what} ended {self._left} bytes short of its stored size")
+        self._left -= len(data)
+        return bytes(data)
+
+    def close(self) -> None:
+        self._body.close()
+
+    def __enter__(self) -> "_SizedBody":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _relative(rel: str) -> str:
+    """A stored object's path relative to its checkpoint, refused when it would leave the checkpoint."""
+    clean = posixpath.normpath(rel.rstrip("/")) if rel.rstrip("/") else "."
+    if clean.startswith("../") or clean == ".." or posixpath.isabs(clean):
+        raise S3StorageError(f"refusing to read {rel!r}: the path leaves the checkpoint directory")
+    return "" if clean == "." else clean
 
 
 def _inside(root: pathlib.Path, rel: str) -> pathlib.Path:

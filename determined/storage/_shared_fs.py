@@ -1,14 +1,20 @@
 """Checkpoint storage on a (possibly network-) shared file system."""
 import contextlib
+import errno
+import logging
 import os
 import pathlib
 import re
 import shutil
+import stat
 import uuid
 from typing import Iterator
 
 from determined import errors
+from determined.storage import _safe_tree
 from determined.storage._base import StorageManager
+
+logger = logging.getLogger("determined.storage")
 
 _STAGING_PREFIX = ".staging-"
 _TRASH_PREFIX = ".deleting-"
@@ -52,9 +58,16 @@ def _fsync_tree(root: pathlib.Path) -> None:
 def _copy_tree_synced(src: pathlib.Path, dst: pathlib.Path) -> None:
     """Copy `src` into the new directory `dst`, fsyncing every file and directory written."""
     dst.mkdir(parents=True)
+    real_src = os.path.realpath(src)
     for dirpath, dirnames, filenames in os.walk(src):
         rel = pathlib.Path(dirpath).relative_to(src)
         target_dir = dst / rel
+        for name in [*dirnames, *filenames]:
+            link = os.path.join(dirpath, name)
+            if os.path.islink(link) and _inside(os.path.realpath(link), real_src):  # kept a link, as read_files
+                os.symlink(os.readlink(link), target_dir / name)
+        dirnames[:] = [d for d in dirnames if not (target_dir / d).is_symlink()]
+        filenames = [f for f in filenames if not (target_dir / f).is_symlink()]
         for d in dirnames:
             (target_dir / d).mkdir()
         for name in filenames:
@@ -63,6 +76,10 @@ def _copy_tree_synced(src: pathlib.Path, dst: pathlib.Path) -> None:
             with open(target, "rb+") as f:
                 os.fsync(f.fileno())
         _fsync_dir(target_dir)
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
 
 
 class SharedFSStorageManager(StorageManager):
@@ -142,31 +159,86 @@ class SharedFSStorageManager(StorageManager):
         return final, self.base_path / f"{_STAGING_PREFIX}{storage_id}-{uuid.uuid4().hex[:8]}"
 
     def download(self, storage_id: str, dst_dir: str, *, completed: bool = False) -> None:
-        src = self._existing(storage_id)
-        shutil.copytree(src, dst_dir, dirs_exist_ok=True)
+        """Copy the checkpoint into `dst_dir`: its files and directories, and its links that stay inside it (as
+        links); a link leading out of it is left out, with a warning, never copied as what it points at."""
+        skipped = self.copy_files(storage_id, dst_dir, completed=completed)
+        if skipped:
+            logger.warning("checkpoint %s: %s", storage_id, _safe_tree.describe_skipped(skipped))
+
+    def read_files(self, storage_id: str, *, completed: bool = False) -> Iterator[_safe_tree.Entry]:
+        """The checkpoint's entries read in place (no copy), without following a link: a checkpoint directory
+        that is itself a link is refused (LinkedCheckpoint)."""
+        base = self._open_base(reading=storage_id)
+        try:
+            top = _safe_tree.open_checkpoint_dir(base, _check_id(storage_id), str(self.path_of(storage_id)))
+        finally:
+            os.close(base)
+        try:
+            yield from _safe_tree.read_tree(top)
+        finally:
+            os.close(top)
 
     def delete(self, storage_id: str) -> None:
+        """Remove `<base>/<id>`: renamed aside first (a half-deleted checkpoint never stays under its id), then
+        removed without following links; reached from the storage directory opened without following links, so
+        a link planted at the checkpoint or above it is never deleted through."""
         path = self.path_of(storage_id)
-        if path.is_symlink():  # never written by this storage: planted, and its target is not ours to delete
-            raise errors.DeterminedError(
-                f"not deleting checkpoint {storage_id}: {path} is a symbolic link, not a checkpoint directory")
-        if not path.exists():
-            return
-        # Rename first so that a half-deleted checkpoint never stays under its uuid.
-        trash = self.base_path / f"{_TRASH_PREFIX}{storage_id}-{uuid.uuid4().hex[:8]}"
-        os.rename(path, trash)
-        shutil.rmtree(trash, ignore_errors=True)
+        try:
+            base = self._open_base()
+        except errors.DeterminedError:
+            if not os.path.lexists(self.base_path):
+                return  # no storage directory: nothing stored
+            raise
+        try:
+            try:
+                st = os.stat(storage_id, dir_fd=base, follow_symlinks=False)
+            except FileNotFoundError:
+                return
+            if not stat.S_ISDIR(st.st_mode):  # never written by this storage: planted, its target not ours to delete
+                raise _safe_tree.LinkedCheckpoint(
+                    f"not deleting checkpoint {storage_id}: {path} is a symbolic link or a file, not a checkpoint "
+                    "directory")
+            trash = f"{_TRASH_PREFIX}{storage_id}-{uuid.uuid4().hex[:8]}"
+            os.rename(storage_id, trash, src_dir_fd=base, dst_dir_fd=base)
+            if stat.S_ISLNK(os.stat(trash, dir_fd=base, follow_symlinks=False).st_mode):  # swapped in meanwhile
+                os.unlink(trash, dir_fd=base)
+                raise _safe_tree.LinkedCheckpoint(
+                    f"not deleting checkpoint {storage_id}: {path} became a symbolic link while it was deleted; "
+                    "the link was removed, not what it points at")
+            shutil.rmtree(trash, dir_fd=base, ignore_errors=True)
+        finally:
+            os.close(base)
 
     def exists(self, storage_id: str) -> bool:
-        return self.path_of(storage_id).is_dir()
+        try:
+            return stat.S_ISDIR(os.lstat(self.path_of(storage_id)).st_mode)
+        except FileNotFoundError:
+            return False
 
     @contextlib.contextmanager
     def restore_path(self, storage_id: str, *, completed: bool = False) -> Iterator[pathlib.Path]:
-        """The stored directory itself: shared storage needs no copy to be read."""
+        """The stored directory itself: shared storage needs no copy to be read (a link there is refused)."""
         yield self._existing(storage_id)
+
+    def _open_base(self, reading: str = "") -> int:
+        """The storage directory's descriptor, opened without following links; `reading`: the id of the
+        checkpoint read (a missing storage directory then means a missing checkpoint)."""
+        try:
+            return _safe_tree.open_dir_nofollow(self.base_path)
+        except OSError as e:
+            if reading and e.errno == errno.ENOENT:
+                raise errors.DeterminedError(
+                    f"checkpoint {reading} is not in storage (looked for {self.path_of(reading)})") from None
+            raise errors.DeterminedError(
+                f"cannot open the checkpoint storage directory {self.base_path} ({e.strerror}): it is missing, or a "
+                "part of it became a symbolic link since the storage was set up; nothing there is read or deleted"
+            ) from None
 
     def _existing(self, storage_id: str) -> pathlib.Path:
         path = self.path_of(storage_id)
-        if not path.is_dir():
-            raise errors.DeterminedError(f"checkpoint {storage_id} is not in storage (looked for {path})")
+        base = self._open_base(reading=storage_id)
+        try:
+            os.close(_safe_tree.open_checkpoint_dir(base, storage_id, str(path)))
+        finally:
+            os.close(base)
         return path

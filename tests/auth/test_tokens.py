@@ -38,7 +38,7 @@ def test_every_route_needs_a_token_but_login_and_info(master: InProcessMaster) -
 
 def test_login_gives_an_expiring_token_and_logout_revokes_it(master: InProcessMaster) -> None:
     answer = master.raw().post("/auth/login", {"username": "admin", "password": ""})
-    assert answer["user"] == {"id": 1, "username": "admin", "admin": True, "active": True}
+    assert answer["user"] == {"id": 1, "username": "admin", "admin": True, "active": True, "agent_user_group": None}
     assert answer["expires_at"].endswith("Z") and len(answer["token"]) >= 40
     user = master.raw(answer["token"])
     assert user.get("/me")["user"]["username"] == "admin"

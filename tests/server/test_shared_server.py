@@ -47,7 +47,8 @@ class Team:
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     root = tmp_path_factory.mktemp("team")
     master_yaml = root / "master.yaml"
-    master_yaml.write_text(f"log_line_max_bytes: {LINE_LIMIT}\ntrial_log_max_bytes: {TRIAL_LOG_LIMIT}\n")
+    master_yaml.write_text(f"log_line_max_bytes: {LINE_LIMIT}\ntrial_log_max_bytes: {TRIAL_LOG_LIMIT}\n"
+                           "checkpoint_storage_endpoints: [http://127.0.0.1:9]\n")  # alice's S3 storage below
     server = ServerProcess(root / "data", db=server_db_url(), args=["--config", str(master_yaml)]).start()
     try:
         yield Team(server)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import pathlib
 import shutil
@@ -17,6 +18,8 @@ from determined.experimental.client._enums import member as enum_member
 
 if TYPE_CHECKING:  # the HTTP client is imported only where a session is opened
     from determined.common.api import Session
+
+logger = logging.getLogger("determined.client")
 
 METADATA_FILE = "metadata.json"
 LOAD_DATA_FILE = "load_data.json"
@@ -232,7 +235,9 @@ class Checkpoint(MasterBound):
             from determined.storage import build_storage_manager
 
             try:
-                # the record's state was checked by download(): COMPLETED or PARTIALLY_DELETED
+                # the record's state was checked by download(): COMPLETED or PARTIALLY_DELETED. Links are kept only
+                # when they stay inside the checkpoint; one leading out of it is left out, with a warning
+                # (never copied as what it points at: determined.storage._safe_tree).
                 build_storage_manager(self.storage).download(self.uuid, str(local), completed=True)
             except errors.DeterminedError:
                 if mode is DownloadMode.DIRECT:
@@ -245,18 +250,29 @@ class Checkpoint(MasterBound):
             json.dump(self._metadata_json(), f, indent=2, sort_keys=True, default=str)
 
     def _download_through_master(self, local: pathlib.Path) -> None:
-        """The files as the master reads them from storage: clients do not get the storage's secrets."""
+        """The files as the master reads them from storage: clients do not get the storage's secrets. Links the
+        master sends (only those that stay inside the checkpoint) are made as links; one that would lead out of
+        `local` is left out, with a warning."""
         import tarfile  # only here: the read commands import this module too
 
         staging = pathlib.Path(_mkdtemp(prefix=".files-", dir=local))
         try:
+            skipped: List[str] = []
             with tarfile.open(fileobj=_ChunkReader(self._session.stream(f"/checkpoints/{self.uuid}/files")),
                               mode="r|") as tar:
                 for member in tar:
-                    if not (member.isfile() or member.isdir()):
+                    if not (member.isfile() or member.isdir() or member.issym()):
                         raise errors.DeterminedError(f"checkpoint {self.uuid}: the master sent {member.name!r}, "
-                                                     "which is neither a file nor a directory")
-                    tar.extract(member, staging, set_attrs=False, filter="data")
+                                                     "which is neither a file, a directory nor a link")
+                    try:  # the "data" filter refuses a path or a link target outside `staging`, through links too
+                        tar.extract(member, staging, set_attrs=False, filter="data")
+                    except tarfile.FilterError:
+                        if not member.issym():
+                            raise
+                        skipped.append(f"{member.name} -> {member.linkname}")
+            if skipped:
+                logger.warning("checkpoint %s: left out %s link(s) leading out of the checkpoint: %s", self.uuid,
+                               len(skipped), ", ".join(skipped[:5]))
             for entry in staging.iterdir():
                 os.replace(entry, local / entry.name)
         except tarfile.TarError as e:

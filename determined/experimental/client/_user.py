@@ -70,3 +70,19 @@ class User:
 
     def change_admin(self, admin: bool) -> None:
         self._patch({"admin": bool(admin)})
+
+    @property
+    def agent_user_group(self) -> Optional[Dict[str, Any]]:
+        """The OS account the user's trials run as (`agent_uid`, `agent_gid`, `agent_user`, `agent_group`) as of the
+        last read; None: not linked (the master's default account)."""
+        link = (self._json or {}).get("agent_user_group")
+        return dict(link) if link else None
+
+    def link_with_agent(self, agent_gid: int, agent_uid: int, agent_group: str, agent_user: str) -> None:
+        """Run the user's trials as this OS account (admins only; `det user link-with-agent-user`)."""
+        self._patch({"agent_user_group": {"agent_uid": agent_uid, "agent_gid": agent_gid, "agent_user": agent_user,
+                                          "agent_group": agent_group}})
+
+    def unlink_agent(self) -> None:
+        """Run the user's trials as the master's default account again (admins only)."""
+        self._patch({"agent_user_group": None})

@@ -1,15 +1,17 @@
 """`GET /checkpoints/{uuid}/files`: a checkpoint's files as a tar stream, read by the master from its storage.
 
 Clients see storage configs with their secrets hidden (determined/config/redaction.py), so a checkpoint in S3
-with keys in its experiment's config is downloaded through the master, which holds them. Only regular files and directories
-are sent, never followed links: a link a trial planted in its checkpoint directory leads nowhere.
+with keys in its experiment's config is downloaded through the master, which holds them. The files are streamed
+as they are read (an S3 object straight from its GET, never into a file of the master's), each exactly the size
+its storage lists, and reading stops when the client goes (a bounded queue between the reader and the answer).
+Nothing is followed: a checkpoint directory that is a link is refused, a link inside that stays inside goes as a
+link, one leading out of it is left out (and logged) (determined/storage/_safe_tree.py).
 """
-import os
+import logging
 import queue
-import stat
 import tarfile
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, List
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -19,8 +21,10 @@ from determined.master.lifecycle import states
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.db import Experiment
 from determined.master.problems import RequestProblem
-from determined.storage import StorageManager, build_storage_manager
+from determined.master.storage.access import storage_manager
+from determined.storage import StorageManager, _safe_tree
 
+logger = logging.getLogger("determined.master")
 router = APIRouter()
 
 CHUNK = 1 << 20
@@ -50,10 +54,46 @@ def checkpoint_files(request: Request, uuid: str) -> StreamingResponse:
         if refusal:
             raise RequestProblem(409, f"the master does not read checkpoint {uuid}: {refusal}")
         try:
-            manager = build_storage_manager(storage_config)
+            manager = storage_manager(master, storage_config)
         except Exception as e:
             raise RequestProblem(502, f"the master cannot reach the storage of checkpoint {uuid}: {e}") from None
-    return StreamingResponse(_tar_chunks(manager, uuid), media_type="application/x-tar")  # a COMPLETED checkpoint
+        cancelled = threading.Event()
+        chunks = _tar_chunks(manager, uuid, cancelled)  # a COMPLETED checkpoint
+        try:
+            first = next(chunks)  # a refusal (a linked checkpoint directory, storage errors) before any byte is sent
+        except StopIteration:
+            first = b""
+        except _safe_tree.LinkedCheckpoint as e:
+            cancelled.set()
+            raise RequestProblem(409, f"the master does not read checkpoint {uuid}: {e}") from None
+        except Exception as e:
+            cancelled.set()
+            raise RequestProblem(502, f"the master cannot read checkpoint {uuid} from its storage: {e}") from None
+    return _CancellableStream(_prepend(first, chunks), cancelled)
+
+
+class _CancellableStream(StreamingResponse):
+    """A tar stream whose reading stops once the answer is over: sent whole, or its client gone (Starlette ends a
+    streamed answer when the client disconnects; the iterator itself may never be closed then)."""
+
+    def __init__(self, content: Iterator[bytes], cancelled: threading.Event) -> None:
+        super().__init__(content, media_type="application/x-tar")
+        self._cancelled = cancelled
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._cancelled.set()
+
+
+def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    try:
+        if first:
+            yield first
+        yield from rest
+    finally:
+        rest.close()  # type: ignore[attr-defined]
 
 
 class _QueueWriter:
@@ -90,15 +130,15 @@ class _Cancelled(Exception):
     pass
 
 
-def _tar_chunks(manager: StorageManager, uuid: str) -> Iterator[bytes]:
+def _tar_chunks(manager: StorageManager, uuid: str, cancelled: threading.Event) -> Iterator[bytes]:
+    """The tar archive in chunks, written by a thread into a bounded queue; both sides stop once `cancelled`."""
     chunks: "queue.Queue[Any]" = queue.Queue(maxsize=8)
-    cancelled = threading.Event()
 
     def produce() -> None:
         writer = _QueueWriter(chunks, cancelled)
         try:
-            with manager.restore_path(uuid, completed=True) as root, tarfile.open(fileobj=writer, mode="w|") as tar:  # type: ignore[call-overload]
-                _add_tree(tar, str(root))
+            with tarfile.open(fileobj=writer, mode="w|") as tar:  # type: ignore[call-overload]
+                _add_entries(tar, manager, uuid)
             writer.flush_all()
             writer._put(_DONE)
         except _Cancelled:
@@ -113,7 +153,12 @@ def _tar_chunks(manager: StorageManager, uuid: str) -> Iterator[bytes]:
     thread.start()
     try:
         while True:
-            item = chunks.get()
+            try:
+                item = chunks.get(timeout=0.5)
+            except queue.Empty:
+                if cancelled.is_set():
+                    return
+                continue
             if item is _DONE:
                 return
             if isinstance(item, BaseException):
@@ -123,32 +168,35 @@ def _tar_chunks(manager: StorageManager, uuid: str) -> Iterator[bytes]:
         cancelled.set()
 
 
-def _add_tree(tar: tarfile.TarFile, root: str) -> None:
-    """Add the regular files and directories under `root`, never following or sending a link."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
-        rel_dir = os.path.relpath(dirpath, root)
-        if rel_dir != ".":
-            tar.addfile(_info(rel_dir, os.lstat(dirpath)))
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError:  # a link (or gone): not part of the checkpoint
-                continue
-            with os.fdopen(fd, "rb") as f:
-                st = os.fstat(f.fileno())
-                if stat.S_ISREG(st.st_mode):
-                    rel = name if rel_dir == "." else os.path.join(rel_dir, name)
-                    tar.addfile(_info(rel, st), f)
+def _add_entries(tar: tarfile.TarFile, manager: StorageManager, uuid: str) -> None:
+    """Add the checkpoint's directories, regular files and the links that stay inside it (as links); a link leading
+    out of it, a fifo or a device is left out and logged. Nothing is followed (StorageManager.read_files)."""
+    skipped: List[_safe_tree.Entry] = []
+    entries = manager.read_files(uuid, completed=True)
+    try:
+        for entry in entries:
+            if entry.kind == _safe_tree.DIR:
+                tar.addfile(_info(entry.path, tarfile.DIRTYPE, entry.mtime))
+            elif entry.kind == _safe_tree.FILE and entry.open is not None:
+                info = _info(entry.path, tarfile.REGTYPE, entry.mtime)
+                info.size = entry.size
+                with entry.open() as f:
+                    tar.addfile(info, f)
+            elif entry.kind == _safe_tree.LINK:
+                info = _info(entry.path, tarfile.SYMTYPE, entry.mtime)
+                info.linkname = entry.target
+                tar.addfile(info)
+            else:
+                skipped.append(entry)
+    finally:
+        getattr(entries, "close", lambda: None)()
+    if skipped:
+        logger.warning("checkpoint %s: GET /files %s", uuid, _safe_tree.describe_skipped(skipped))
 
 
-def _info(name: str, st: os.stat_result) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name.replace(os.sep, "/"))
-    info.mtime = int(st.st_mtime)
-    info.mode = 0o755 if stat.S_ISDIR(st.st_mode) else 0o644
-    if stat.S_ISDIR(st.st_mode):
-        info.type = tarfile.DIRTYPE
-    else:
-        info.size = st.st_size
+def _info(name: str, kind: bytes, mtime: float) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.mtime = int(mtime)
+    info.type = kind
+    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o777 if kind == tarfile.SYMTYPE else 0o644
     return info

@@ -11,6 +11,7 @@ from determined.config import redaction
 from determined.master.lifecycle import allocations, protocol
 from determined.master.security import auth
 from determined.master.registry import trial_sources
+from determined.master.storage import access as storage_access
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.api.schemas._base import Empty, fields_of
 from determined.master.api.schemas.trial_protocol import (BestValidation, CheckpointReport, CompletedOperation,
@@ -120,7 +121,11 @@ def validation_metrics(request: Request, trial_id: int, body: ValidationMetricsR
 
 @router.post("/trials/{trial_id}/checkpoints", response_model=Empty)
 def checkpoints(request: Request, trial_id: int, body: CheckpointReport) -> Dict[str, Any]:
-    return _write(request, trial_id, fields_of(body), protocol.report_checkpoint)
+    def report(s: Session, trial: Trial, fields: Dict[str, Any]) -> Dict[str, Any]:
+        storage_access.check_reported(master_of(request), s, trial, fields)  # never a planted link
+        return protocol.report_checkpoint(s, trial, fields)
+
+    return _write(request, trial_id, fields_of(body), report)
 
 
 @router.post("/trials/{trial_id}/early_exit", response_model=Empty)

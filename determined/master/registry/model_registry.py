@@ -135,6 +135,7 @@ def register_version(s: Session, model: Model, body: Any, principal: auth.Princi
         raise RequestProblem(400, "invalid model version",
                              ["checkpoint_uuid: required, the uuid of a COMPLETED checkpoint"])
     ckpt = get_checkpoint(s, uuid)
+    _check_may_register(principal, s.get(Experiment, ckpt.experiment_id), uuid)
     if ckpt.state != states.COMPLETED:
         raise RequestProblem(400, f"checkpoint {uuid} is {ckpt.state}; only a COMPLETED checkpoint can be registered",
                              [f"checkpoint_uuid: checkpoint {uuid} is {ckpt.state}, not COMPLETED"])
@@ -145,6 +146,19 @@ def register_version(s: Session, model: Model, body: Any, principal: auth.Princi
     model.last_updated_time = now
     s.flush()
     return row
+
+
+def _check_may_register(principal: auth.Principal, exp: Optional[Experiment], uuid: str) -> None:
+    """A registered checkpoint keeps its experiment from being deleted (experiment_edits.delete_experiment, as in
+    Determined): so only who may delete that experiment (its owner or an admin) may register its checkpoints."""
+    owner = exp.owner if exp is not None else ""
+    if principal.admin or (owner and principal.username == owner):
+        return
+    of = f" of experiment {exp.id}" if exp is not None else ""
+    raise RequestProblem(403, f"checkpoint {uuid}{of} is owned by {owner or 'an admin'!r}; only its owner or an admin "
+                              f"may register it in a model (you are {principal.username!r}), since a registered "
+                              "checkpoint keeps its experiment from being deleted; ask its owner or an admin to "
+                              "register it")
 
 
 VERSION_TEXT_LIMIT = 64 * 1024

@@ -19,6 +19,9 @@ MAX_DESCRIPTION_CHARS = 16 * 1024
 
 NAME_RULE = (f"1 to {MAX_NAME_CHARS} characters without control characters, '/' or '\\', no leading or trailing "
              "spaces, and not '.' or '..'")
+# experiment and model version names may hold '/'
+SLASHED_NAME_RULE = (f"allowed: 1 to {MAX_NAME_CHARS} characters without control characters (bidi overrides, "
+                     "line separators), no leading or trailing spaces, and not '.' or '..'")
 
 
 def _bad_character(text: str, allowed: str = "") -> Optional[str]:
@@ -114,8 +117,12 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def experiment_config_problems(config: Dict[str, Any]) -> List[str]:
-    """What the master refuses to store in a (canonical) experiment config: its size, description and labels."""
+    """What the master refuses to store in a (canonical) experiment config: its size, name, description and labels,
+    by the same rules as `PATCH /experiments/{id}` (lifecycle/experiment_edits.py)."""
     problems = []
+    if config.get("name") is not None:
+        problem = name_problem(config["name"], slashes=True)
+        problems += [f"name: {problem}; {SLASHED_NAME_RULE}"] if problem else []
     size = len(json.dumps(config, separators=(",", ":")))
     if size > MAX_CONFIG_BYTES:
         problems.append(f"config: {size} bytes of JSON; at most {MAX_CONFIG_BYTES} are allowed (keep data in files of "

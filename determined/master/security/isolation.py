@@ -4,9 +4,12 @@ With a trial user (master config `trial_user`), the master runs as root and star
 user (rm/trial_env.py). At start it makes the data dir unreadable to that user: the data dir is 0711 (others
 may pass through it to the two directories trials use, but not list it), and everything in it is private to
 the master (0600 files, 0700 directories: the database and its journal, the lock file, TensorBoard state),
-except `checkpoints/` and `tensorboard/` (owned by the trial user: trials write their checkpoints and
-TensorBoard event files there) and `work/` (0711; each run's directory is owned by the trial user). Without a trial user, trials run as the master's own OS user and
-can read and change its database: the master says so at start.
+except `checkpoints/` (root's, mode 1733: every account creates its checkpoints in it, none lists, renames or
+deletes another's), `tensorboard/` (root's, 0711: the master makes each trial's directory, owned by the trial's account) and
+`work/` (0711; each run's directory is owned by the run's account). A user linked with an OS account
+(`det user link-with-agent-user`) has their trials run as that account, the others as the trial user; `run_request`
+reads from the database what a run's sandbox shows (rm/sandbox.py). Without a trial user, trials run as the master's
+own OS user and can read and change its database: the master says so at start.
 """
 import os
 import pathlib
@@ -15,13 +18,19 @@ import subprocess
 import sys
 from typing import List, Optional
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
 from determined import errors
+from determined.common.tfevents import trial_dir
+from determined.master.db import Checkpoint, Experiment, Trial, User
+from determined.master.rm.sandbox import STORAGE_DIR_MODE, RunRequest
 from determined.master.rm.trial_env import TrialUser, group_name
+from determined.master.security.users import agent_user_group
+from determined.storage import shared_fs_path
 
 # Entries of the data dir that trials use; everything else in it is the master's alone.
 TRIAL_DIRS = ("checkpoints", "tensorboard", "work")
-# Of those, the ones trials write into directly (their TensorBoard event files, their checkpoints).
-TRIAL_OWNED_DIRS = ("checkpoints", "tensorboard")
 
 
 def protect_data_dir(data_dir: pathlib.Path, user: TrialUser) -> None:
@@ -36,11 +45,13 @@ def protect_data_dir(data_dir: pathlib.Path, user: TrialUser) -> None:
         if entry.name in TRIAL_DIRS:
             continue
         _make_private(pathlib.Path(entry.path))
-    for name in TRIAL_OWNED_DIRS:
-        owned = data_dir / name
-        owned.mkdir(exist_ok=True)
-        os.chown(owned, user.uid, user.gid)
-        os.chmod(owned, 0o755)
+    (data_dir / "checkpoints").mkdir(exist_ok=True)
+    os.chown(data_dir / "checkpoints", 0, 0)
+    os.chmod(data_dir / "checkpoints", STORAGE_DIR_MODE)
+    tensorboard = data_dir / "tensorboard"
+    tensorboard.mkdir(exist_ok=True)
+    os.chown(tensorboard, 0, 0)
+    os.chmod(tensorboard, 0o711)
     work = data_dir / "work"
     work.mkdir(exist_ok=True)
     os.chown(work, 0, 0)
@@ -103,11 +114,47 @@ def isolation_warning(trial_user: Optional[TrialUser], data_dir: pathlib.Path, d
            if os.geteuid() == 0 else
            "run the master as root with trial_user set (or --trial-user NAME) to run them as an unprivileged OS user")
     return (f"TRIALS ARE NOT ISOLATED: they run as this master's own OS user ({whom}) and can read and change "
-            f"{target} (users, tokens, every experiment); {fix}; see docs/auth.md")
+            f"{target} (users, tokens, every experiment), without a sandbox, and users' links with OS accounts "
+            f"(det user link-with-agent-user) are not used; {fix}; see docs/auth.md")
+
+
+def run_request(s: Session, exp: Experiment, trial: Trial, data_dir: pathlib.Path) -> RunRequest:
+    """What a run of `trial` runs as and what its sandbox shows: the experiment owner's linked OS account, the
+    experiment's shared_fs directory and checkpoints, the checkpoints the run reads (its warm start, its own latest),
+    its bind_mounts and its TensorBoard directory."""
+    owner = s.get(User, exp.owner_id) if exp.owner_id is not None else None
+    if owner is None:
+        owner = s.scalars(select(User).where(User.username == exp.owner)).first()
+    storage_dir = _shared_fs_dir(exp)
+    own = frozenset(s.scalars(select(Checkpoint.uuid).where(Checkpoint.experiment_id == exp.id)))
+    latest = s.scalars(select(Checkpoint.uuid).where(Checkpoint.trial_id == trial.id, Checkpoint.state == "COMPLETED")
+                       .order_by(Checkpoint.steps_completed.desc(), Checkpoint.id.desc()).limit(1)).first()
+    needed = []
+    for uuid in dict.fromkeys(u for u in (trial.warm_start_checkpoint_uuid, latest) if u):
+        checkpoint = s.scalars(select(Checkpoint).where(Checkpoint.uuid == uuid)).first()
+        source = s.get(Experiment, checkpoint.experiment_id) if checkpoint is not None else None
+        directory = _shared_fs_dir(source) if source is not None else None
+        if directory is not None:
+            needed.append((uuid, os.path.join(directory, uuid)))
+    mounts = exp.config.get("bind_mounts") or []
+    return RunRequest(account=agent_user_group(owner) if owner is not None else None, storage_dir=storage_dir,
+                      experiment_checkpoints=own, needed=tuple(needed),
+                      bind_mounts=tuple(m for m in mounts if isinstance(m, dict)),
+                      tensorboard_dir=str(trial_dir(data_dir / "tensorboard", exp.id, trial.id)))
+
+
+def _shared_fs_dir(exp: Experiment) -> Optional[str]:
+    storage = exp.config.get("checkpoint_storage") or {}
+    if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
+        return None
+    try:
+        return str(shared_fs_path(storage))
+    except errors.DeterminedError:
+        return None
 
 
 def describe(user: TrialUser) -> str:
     return f"{user.name} (uid {user.uid}, gid {user.gid} {group_name(user.gid)})"
 
 
-__all__: List[str] = ["protect_data_dir", "isolation_warning", "describe"]
+__all__: List[str] = ["protect_data_dir", "isolation_warning", "describe", "run_request"]

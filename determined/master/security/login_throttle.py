@@ -5,8 +5,10 @@ After USER_FREE_FAILURES failed logins in a row of a user name (whether it exist
 from one client address, the next try must wait: 1 s, then 2, 4, 8 ... up to USER_MAX_WAIT (a user) or
 ADDRESS_MAX_WAIT (an address).
 A try during the wait is answered 429 with Retry-After, without checking the password. Every try counts as a failure
-until it succeeds (tries sent in parallel are held back too); a successful login clears the user's and the
-address's count, and a count lapses after FORGET_AFTER seconds without failures.
+until it succeeds (tries sent in parallel are held back too); a successful login clears the user's count and takes
+only its own try back from the address's count (a correct login of one's own account must not wipe the failures
+an address made guessing other accounts' passwords), and a count lapses after FORGET_AFTER seconds without
+failures.
 """
 import asyncio
 import concurrent.futures
@@ -74,6 +76,16 @@ class _Failures:
     def clear(self, key: str) -> None:
         self.entries.pop(key, None)
 
+    def take_back(self, key: str) -> None:
+        """One try counted by `begin` succeeded: it is no failure; the others stay counted."""
+        entry = self.entries.get(key)
+        if entry is None:
+            return
+        if entry[0] <= 1:
+            del self.entries[key]
+        else:
+            self.entries[key] = (entry[0] - 1, entry[1])
+
 
 class LoginThrottle:
     """The back-off of failed logins (see the module docstring); thread-safe."""
@@ -108,9 +120,10 @@ class LoginThrottle:
             self.addresses.touch(_address_key(address), now)
 
     def succeeded(self, username: str, address: str) -> None:
+        """The try of `begin` succeeded: the user's failures are forgotten, the address's other failures are not."""
         with self._lock:
             self.users.clear(_user_key(username))
-            self.addresses.clear(_address_key(address))
+            self.addresses.take_back(_address_key(address))
 
 
 def _user_key(username: str) -> str:

@@ -4,11 +4,14 @@ an error may quote back (docs/server.md, "Input limits").
 `RequestLimitMiddleware` refuses a body larger than its route's limit with 413 before reading it (by its
 Content-Length, or while counting a chunked body), and a JSON body nested deeper than MAX_JSON_DEPTH with 400
 naming the field, before any route sees it. So nothing a route stores can be too deep to serialise again.
+Paths outside /api/ (the web UI's pages and files) take no body: any body is refused unread. A request that no
+token authenticated (a login, `/api/v1/master/info`; every other unauthenticated one was refused before) may send
+at most UNAUTHENTICATED_BODY.
 """
 import json
 import math
 import re
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -20,18 +23,33 @@ MAX_JSON_DEPTH = 32
 fields); real configs, metadata and metrics nest fewer than 10."""
 
 LOGIN_BODY = 16 * KiB
+UNAUTHENTICATED_BODY = LOGIN_BODY
 JSON_BODY = 1 * MiB
-TRIAL_REPORT_BODY = 16 * MiB
+TRIAL_REPORT_BODY = 16 * MiB  # a checkpoint's report (its list of files), an import's batch of records
+METRICS_REPORT_BODY = 1 * MiB
+"""One metrics report of a trial (training, validation, a custom group): a report is stored as one row, read back
+with every curve and table of the trial, and parsed while other users wait; 20 reports of 13 MB took another
+user's p90 latency from 0.14 s to 3.65 s. Averaged metrics of even thousands of names fit many times over."""
 MODEL_DEF_BYTES = 96 * MiB  # the model directory's .tar.gz (determined/master/lifecycle/model_def.py)
 UPLOAD_BODY = 4 * math.ceil(MODEL_DEF_BYTES / 3) + JSON_BODY  # its base64, plus the config beside it
 
+_METRICS_REPORT = re.compile(r"^/api/v1/trials/(\d+)/(training_metrics|validation_metrics|metrics)/?$")
 # (method, path pattern, limit, what it is): the first match applies; every other request gets JSON_BODY.
 BODY_LIMITS: List[Tuple[str, "re.Pattern[str]", int, str]] = [
     ("POST", re.compile(r"^/api/v1/auth/login/?$"), LOGIN_BODY, "a login"),
     ("POST", re.compile(r"^/api/v1/experiments/?$"), UPLOAD_BODY, "an experiment with its model definition"),
-    ("POST", re.compile(r"^/api/v1/trials/\d+/(training_metrics|validation_metrics|checkpoints)/?$"),
-     TRIAL_REPORT_BODY, "a trial's report"),
+    ("POST", _METRICS_REPORT, METRICS_REPORT_BODY, "a trial's metrics report"),
+    ("POST", re.compile(r"^/api/v1/trials/\d+/checkpoints/?$"), TRIAL_REPORT_BODY, "a trial's checkpoint report"),
+    ("POST", re.compile(r"^/api/v1/imports/determined/(metrics|logs)/?$"), TRIAL_REPORT_BODY,
+     "a batch of imported metric or log rows"),
+    ("POST", re.compile(r"^/api/v1/imports/determined/experiments/?$"), UPLOAD_BODY,
+     "a batch of imported experiments with their model definitions"),
+    # the launch of an interactive task carries its --context directory, as large as a model directory
+    ("POST", re.compile(r"^/api/v1/(commands|notebooks|tensorboards|shells)/?$"), UPLOAD_BODY,
+     "a task with its context directory"),
 ]
+METRICS_REPORT_HINT = ("report fewer or shorter values at a time (averages rather than per-batch lists); keep "
+                       "arrays such as confusion matrices in a checkpoint or a TensorBoard file")
 
 MAX_QUOTED_CHARS = 300
 """At most this many characters of a client's value are quoted in an error message."""
@@ -172,8 +190,9 @@ class RequestLimitMiddleware:
     A body within the limit is read whole here and handed on as one message, so routes read it as before.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, trial_note: Optional[Callable[[int, str], None]] = None) -> None:
         self.app = app
+        self.trial_note = trial_note  # writes a line into a trial's logs (a refused metrics report of its own)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -186,13 +205,23 @@ class RequestLimitMiddleware:
         if method not in _BODY_METHODS and length_header in (None, b"0") and not chunked:
             await self.app(scope, receive, send)
             return
+        if not path.startswith("/api/"):  # pages and files: nothing to read, and nothing is read
+            if length_header in (None, b"0") and not chunked:
+                await self.app(scope, receive, send)
+                return
+            await self._refuse(send, 413, f"{method} {clip(path, 100)} takes no request body (only routes under "
+                                          "/api/ do); send the request without one", [], close=True)
+            return
         limit, what = body_limit(method, path)
+        if "principal" not in (scope.get("state") or {}) and limit > UNAUTHENTICATED_BODY:
+            limit, what = UNAUTHENTICATED_BODY, "a request without a token"
         if length_header is not None:
             if not length_header.strip().isdigit():
                 await self._refuse(send, 400, "invalid Content-Length header", [
                     f"Content-Length: {clip_repr(length_header.decode('latin-1'), 40)} is not a number of bytes"])
                 return
             if int(length_header) > limit:
+                self._note_refused_report(scope, path, limit, int(length_header))
                 await self._too_large(send, method, path, limit, what, int(length_header))
                 return
         chunks: List[bytes] = []
@@ -205,6 +234,7 @@ class RequestLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
+                self._note_refused_report(scope, path, limit, None)
                 await self._too_large(send, method, path, limit, what, None)
                 return
             if chunk:
@@ -227,10 +257,22 @@ class RequestLimitMiddleware:
 
         await self.app(scope, replay, send)
 
+    def _note_refused_report(self, scope: Scope, path: str, limit: int, length: Optional[int]) -> None:
+        """A trial's own metrics report refused: say so in its logs, where its user looks for why it failed."""
+        match = _METRICS_REPORT.match(path)
+        principal = (scope.get("state") or {}).get("principal")
+        if (self.trial_note is None or match is None or principal is None
+                or getattr(principal, "trial_id", None) != int(match.group(1))):
+            return
+        size = f"of {human_size(length)} " if length is not None else ""
+        self.trial_note(int(match.group(1)), f"a metrics report {size}was refused: at most {human_size(limit)} of "
+                                             f"JSON per report; {METRICS_REPORT_HINT}")
+
     async def _too_large(self, send: Send, method: str, path: str, limit: int, what: str, length: Optional[int]) -> None:
         size = f" ({length:,} bytes)" if length is not None else ""
         hint = ("; leave data sets and outputs out of the model directory (use .detignore)"
-                if limit == UPLOAD_BODY else "")
+                if limit == UPLOAD_BODY else f"; {METRICS_REPORT_HINT}" if limit == METRICS_REPORT_BODY
+                and _METRICS_REPORT.match(path) else "")
         await self._refuse(send, 413, f"the request body{size} is larger than the {human_size(limit)} allowed for "
                                       f"{what} ({method} {clip(path, 100)}){hint}", [], close=True)
 

@@ -52,7 +52,52 @@ def check_password(password: str, stored: str) -> bool:
 
 
 def to_json(user: User) -> Dict[str, Any]:
-    return {"id": user.id, "username": user.username, "admin": bool(user.admin), "active": bool(user.active)}
+    return {"id": user.id, "username": user.username, "admin": bool(user.admin), "active": bool(user.active),
+            "agent_user_group": agent_user_group(user)}
+
+
+# The OS account a user's trials run as (`det user link-with-agent-user`, Determined's `agent_user_group`).
+AGENT_FIELDS = ("agent_uid", "agent_gid", "agent_user", "agent_group")
+# POSIX portable user and group names (useradd's default rule), at most 32 characters.
+AGENT_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,30}[a-z0-9_$-]?$")
+MAX_AGENT_ID = 2**31 - 2  # (uid_t)-1 and above are not accounts
+
+
+def agent_user_group(user: User) -> Optional[Dict[str, Any]]:
+    """`{"agent_uid", "agent_gid", "agent_user", "agent_group"}` of a linked user; None when not linked."""
+    if user.agent_uid is None:
+        return None
+    return {"agent_uid": user.agent_uid, "agent_gid": user.agent_gid, "agent_user": user.agent_user,
+            "agent_group": user.agent_group}
+
+
+def _check_agent_user_group(value: Any) -> Optional[Dict[str, Any]]:
+    """The link to store (None: unlink); refuses what is not four valid fields, and root's ids."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RequestProblem(400, "invalid user update", [
+            "agent_user_group: must be {\"agent_uid\", \"agent_gid\", \"agent_user\", \"agent_group\"}, or null "
+            "to unlink"])
+    problems = [f"agent_user_group.{k}: unknown field (allowed: {', '.join(AGENT_FIELDS)})"
+                for k in sorted(set(value) - set(AGENT_FIELDS))]
+    for key in ("agent_uid", "agent_gid"):
+        v = value.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_AGENT_ID:
+            problems.append(f"agent_user_group.{key}: required, an integer from 1 to {MAX_AGENT_ID}")
+        elif v == 0:
+            problems.append(f"agent_user_group.{key}: 0 is root's; trials would run with every privilege: link an "
+                            "unprivileged account")
+    for key in ("agent_user", "agent_group"):
+        v = value.get(key)
+        if not isinstance(v, str) or not AGENT_NAME_RE.match(v):
+            problems.append(f"agent_user_group.{key}: required, a user or group name of 1 to 32 characters "
+                            "(lowercase letters, digits, _ and -, starting with a letter or _)")
+        elif v == "root":
+            problems.append(f"agent_user_group.{key}: root: link an unprivileged account")
+    if problems:
+        raise RequestProblem(400, "invalid user update", problems)
+    return {k: value[k] for k in AGENT_FIELDS}
 
 
 def find(s: Session, username: str) -> Optional[User]:
@@ -121,11 +166,16 @@ def create(s: Session, body: Any) -> User:
 
 
 def update(s: Session, user: User, body: Any, *, by_admin: bool, by_self: bool) -> User:
-    """Apply `{"password"?, "active"?, "admin"?}`: the password by the user or an admin, the flags by an admin.
+    """Apply `{"password"?, "active"?, "admin"?, "agent_user_group"?}`: the password by the user or an admin, the
+    flags and the link with an OS account (`agent_user_group`, null unlinks) by an admin.
 
     Deactivating a user or changing a password revokes the user's tokens.
     """
-    body = _check_keys(body, ("password", "active", "admin"), "user update")
+    body = _check_keys(body, ("password", "active", "admin", "agent_user_group"), "user update")
+    if "agent_user_group" in body and not by_admin:
+        raise RequestProblem(403, "only an admin may link a user with an agent user (the OS account their trials "
+                                  "run as)")
+    link = _check_agent_user_group(body["agent_user_group"]) if "agent_user_group" in body else None
     if "password" in body and not (by_self or by_admin):
         raise RequestProblem(403, f"only {user.username!r} or an admin may change {user.username!r}'s password")
     flags = {k: _check_flag(body, k) for k in ("active", "admin")}
@@ -143,6 +193,9 @@ def update(s: Session, user: User, body: Any, *, by_admin: bool, by_self: bool) 
         revoke = revoke or not flags["active"]
     if flags["admin"] is not None:
         user.admin = flags["admin"]
+    if "agent_user_group" in body:
+        for key in AGENT_FIELDS:
+            setattr(user, key, None if link is None else link[key])
     if revoke:
         revoke_tokens(s, user.id)
     s.flush()

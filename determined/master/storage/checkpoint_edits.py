@@ -1,11 +1,13 @@
 """Deleting a checkpoint, or some of its files (0.38's `Checkpoint.delete()`/`remove_files(globs)`, `det checkpoint
 rm`): the owner of its experiment or an admin; never a checkpoint the model registry holds."""
 import fnmatch
+import logging
 import pathlib
 import shutil
 import tempfile
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from determined import errors
 from determined.master.security import auth
 from determined.master.storage import gc
 from determined.master.registry import model_registry
@@ -13,11 +15,14 @@ from determined.master.lifecycle import states
 from determined.master.db import Experiment
 from determined.master.problems import RequestProblem
 from determined.master.storage.storage_roots import is_checkpoint_uuid
+from determined.master.storage.access import storage_manager
 from determined.storage._base import directory_resources
-from determined.storage._build import build_storage_manager
+from determined.storage._safe_tree import LinkedCheckpoint, describe_skipped
 
 if TYPE_CHECKING:
     from determined.master.master import Master
+
+logger = logging.getLogger("determined.master")
 
 MAX_GLOBS = 100
 
@@ -74,7 +79,11 @@ def _matches(path: str, globs: List[str]) -> bool:
 
 def remove_files(master: "Master", uuid: str, body: Any, principal: auth.Principal) -> Dict[str, Any]:
     """Remove the checkpoint's files that match any of `globs` (relative paths; `*` crosses directories): the row
-    becomes PARTIALLY_DELETED with the files left, or DELETED when none is left. Returns what was removed."""
+    becomes PARTIALLY_DELETED with the files left, or DELETED when none is left. Returns what was removed.
+
+    The files left are copied aside and stored again, as the storage reads them without following links: a link
+    inside the checkpoint that leads out of it is dropped (named in `skipped_links`, and logged), never copied as
+    what it points at; a link that stays inside stays a link."""
     globs = check_globs(body)
     found = _deletable(master, uuid, principal, "delete files of")
     if not is_checkpoint_uuid(uuid):
@@ -82,15 +91,24 @@ def remove_files(master: "Master", uuid: str, body: Any, principal: auth.Princip
     refusal = master.storage_refusal(found["storage"])
     if refusal:
         raise RequestProblem(400, f"nothing is deleted: {refusal}")
-    storage = build_storage_manager(found["storage"])
+    storage = storage_manager(master, found["storage"])
     staging = pathlib.Path(tempfile.mkdtemp(prefix="det-remove-files-"))
     try:
         with master.lock:
-            storage.download(uuid, str(staging), completed=True)  # its record was checked by _deletable
+            # its record was checked by _deletable; links leading out of it are not copied, nor kept
+            try:
+                left_out = storage.copy_files(uuid, str(staging), completed=True)
+            except LinkedCheckpoint as e:
+                raise RequestProblem(409, str(e)) from None
+            except errors.DeterminedError as e:
+                raise RequestProblem(502, f"the files of checkpoint {uuid} cannot be read: {e}") from None
             before = directory_resources(str(staging))
             removed = [p for p in before if not p.endswith("/") and _matches(p, globs)]
-            if not removed:
-                return {"removed": [], "state": _state_of(master, uuid)}
+            if not removed:  # nothing changes
+                return {"removed": [], "state": _state_of(master, uuid), "skipped_links": []}
+            skipped = [e.path for e in left_out]
+            if left_out:
+                logger.warning("checkpoint %s: remove_files %s", uuid, describe_skipped(left_out))
             for rel in removed:
                 (staging / rel).unlink()
             kept = {p: n for p, n in directory_resources(str(staging)).items() if not p.endswith("/")}
@@ -104,7 +122,7 @@ def remove_files(master: "Master", uuid: str, body: Any, principal: auth.Princip
                 ckpt.resources = kept
                 ckpt.state = gc.PARTIALLY_DELETED if kept else states.DELETED
                 state = ckpt.state
-        return {"removed": removed, "state": state}
+        return {"removed": removed, "state": state, "skipped_links": skipped}
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

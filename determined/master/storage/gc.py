@@ -21,8 +21,9 @@ from determined.master.lifecycle import states
 from determined.master.db import Checkpoint, Experiment, Trial, ValidationMetrics
 from determined.master.lifecycle.experiment import get_experiment
 from determined.master.problems import RequestProblem
+from determined.master.storage.access import storage_manager
 from determined.master.storage.storage_roots import is_checkpoint_uuid
-from determined.storage._build import build_storage_manager
+from determined.storage._safe_tree import LinkedCheckpoint
 
 if TYPE_CHECKING:
     from determined.master.master import Master
@@ -116,7 +117,8 @@ def run_gc(master: "Master", experiment_id: int) -> List[str]:
 
     Only ids that are UUIDs are deleted, as `<storage dir>/<uuid>`, and only when the experiment's storage passes
     the master's checks (`Master.storage_refusal`: on a server, inside an allowed storage root, never the data
-    dir). Files are deleted outside any database transaction, one checkpoint at a time under the master's lock
+    dir; an allowed S3 endpoint, no credentials but the experiment's own: access.py). A file storage deletes
+    only a real directory `<uuid>`, reached without following links (SharedFSStorageManager.delete). Files are deleted outside any database transaction, one checkpoint at a time under the master's lock
     (so no registration can slip in between the last check and the deletion); each row is marked DELETED
     only after its files are gone. A failed deletion is logged and leaves the row COMPLETED. An experiment
     that has not ended is left alone: its trials may still need their checkpoints.
@@ -154,7 +156,7 @@ def delete_stored(master: "Master", experiment_id: int, storage_config: Optional
         return []
     if uuids:
         try:
-            storage = build_storage_manager(storage_config)
+            storage = storage_manager(master, storage_config)
         except Exception as e:
             fail(f"cannot reach the checkpoint storage: {e}")
             return []
@@ -171,6 +173,9 @@ def delete_stored(master: "Master", experiment_id: int, storage_config: Optional
                 state = row.state
             try:
                 storage.delete(uuid)
+            except LinkedCheckpoint as e:  # planted by a trial: refused, not a failure of the storage
+                fail(f"{e}; it stays {state}")
+                continue
             except Exception as e:
                 fail(f"could not delete checkpoint {uuid} from storage ({e}); it stays {state}")
                 continue

@@ -80,6 +80,9 @@ class RemovedFiles(Wire):
 
     removed: List[str]
     state: str
+    skipped_links: List[str] = Field(
+        [], description="entries of the checkpoint not stored again: symbolic links leading out of it (never "
+                        "followed), fifos and devices")
 
 
 class CheckpointMetadataBody(StrictWire):

@@ -12,3 +12,4 @@ class MasterInfo(Wire):
     url: Optional[str] = None  # where trial processes reach it; None for an in-process app that serves no socket
     slots: Optional[int] = None  # None: the resource manager has no fixed count (Ray)
     scheduler: bool  # whether this master runs the scheduler (False: it only reads and records)
+    trials_sandboxed: bool = False  # whether its trials run in a sandbox (rm/sandbox.py), which honours bind_mounts

@@ -6,6 +6,15 @@ from pydantic import Field
 from determined.master.api.schemas._base import StrictWire, Wire
 
 
+class AgentUserGroup(Wire):
+    """The OS account a user's trials run as (`det user link-with-agent-user`)."""
+
+    agent_uid: int
+    agent_gid: int
+    agent_user: str
+    agent_group: str
+
+
 class User(Wire):
     """An account."""
 
@@ -13,6 +22,8 @@ class User(Wire):
     username: str
     admin: bool
     active: bool
+    agent_user_group: Optional[AgentUserGroup] = Field(
+        None, description="the OS account the user's trials run as; null: the master's default (trial_user)")
 
 
 class CurrentUser(User):
@@ -70,3 +81,5 @@ class UpdateUserBody(StrictWire):
     password: Any = Field(None, description="a string: by the user or an admin")
     active: Any = Field(None, description="true or false: by an admin")
     admin: Any = Field(None, description="true or false: by an admin")
+    agent_user_group: Any = Field(None, description="by an admin: {agent_uid, agent_gid, agent_user, agent_group} "
+                                                    "links the user with that OS account; null unlinks")
