@@ -45,6 +45,14 @@ def _model_rows(models: List[Model]) -> List[List[Any]]:
 
 
 _MODEL_HEADERS = ["Name", "Description", "Versions", "Created", "Last updated", "Metadata"]
+# `det model list` at any width: the name (what `det model describe NAME` takes), the count and the times are never
+# cut; the description is shortened, and the metadata, the creation time, then the time of the last update are left
+# out (named under the table) when the terminal is too narrow for them.
+_MODEL_COLUMNS = [_render.Column("Name", _render.KEY), _render.Column("Description"),
+                  _render.Column("Versions", _render.NUMBER),
+                  _render.Column("Created", _render.NUMBER, drop=2, align="left"),
+                  _render.Column("Last updated", _render.NUMBER, drop=1, align="left"),
+                  _render.Column("Metadata", drop=3)]
 
 
 def _print_model(m: Model) -> None:
@@ -97,8 +105,8 @@ def list_models(args: argparse.Namespace) -> int:
     if args.json:
         _render.print_json([_model_json(m) for m in models])
     else:
-        _render.table(_MODEL_HEADERS, _model_rows(models),
-                      empty="No models in the registry yet. Add one with: det model create NAME")
+        _render.print_table(_MODEL_COLUMNS, _model_rows(models),
+                            empty="No models in the registry yet. Add one with: det model create NAME")
     return 0
 
 

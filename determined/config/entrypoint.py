@@ -21,6 +21,13 @@ UNAVAILABLE_LAUNCHERS = {
 }
 
 
+def runs_native(config: Mapping[str, Any]) -> bool:
+    """Whether a canonical config's trials run a Native API script (`internal.native.command`), whatever its
+    entrypoint says (Determined's native experiments kept a placeholder entrypoint)."""
+    internal = config.get("internal")
+    return isinstance(internal, Mapping) and internal.get("native") is not None
+
+
 def runs_a_script(config: Mapping[str, Any]) -> bool:
     """Whether a canonical config's trials run a command (a script) rather than a Trial class or a Native API
     script (whose command is `internal.native.command`)."""

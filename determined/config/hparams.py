@@ -144,7 +144,28 @@ def check_hparam(value: Any, path: str, problems: Problems) -> Any:
     if out["type"] == "log" and out["base"] == 1.0:
         problems.wrong_value(join_path(path, "base"), out["base"], "a number > 0 other than 1")
         return INVALID
+    if out["type"] == "log" and not _log_range_is_finite(out, path, problems):
+        return INVALID
     return out
+
+
+def _log_range_is_finite(spec: Mapping[str, Any], path: str, problems: Problems) -> bool:
+    """Every value `base ** x` of a log hyperparameter is a float that is neither infinite nor 0 (Python's
+    `**` raises OverflowError beyond about 1.8e308, and gives 0.0 below about 5e-324): a trial would fail, or train
+    with 0, where the exponents were meant."""
+    base = spec["base"]
+    for name in ("minval", "maxval"):
+        try:
+            value = base ** spec[name]
+        except OverflowError:
+            value = math.inf
+        if math.isinf(value) or value == 0.0:
+            what = "beyond the largest float (about 1.8e308)" if math.isinf(value) else "0 in floating point"
+            problems.add(join_path(path, name), f"{base:g} ** {spec[name]:g} is {what}",
+                         "minval and maxval are exponents of base: for 1e-5 to 1e-1 with base 10, give minval -5 "
+                         "and maxval -1")
+            return False
+    return True
 
 
 def _check_group(value: Mapping[Any, Any], path: str, problems: Problems) -> Any:

@@ -1,7 +1,9 @@
 """The experiment config schema (every field of Determined 0.12 to 0.38) and ``load_experiment_config``."""
 import math
+import unicodedata
 from typing import Any, Dict, List, Mapping
 
+from determined.config.batch_lengths import check_lengths_reach_a_batch
 from determined.config.entrypoint import ENTRYPOINT_HINT, Entrypoint, is_trial_class, runs_a_script
 from determined.config.environment import BIND_MOUNTS, ENVIRONMENT, PBS, SLURM
 from determined.config.errors import InvalidExperimentConfig, Problems, describe
@@ -168,6 +170,8 @@ def load_experiment_config(raw: Mapping[str, Any], *, unmanaged: bool = False) -
     in_records_or_epochs = _check_epochs(config, problems)
     if runs_a_script(config):
         in_records_or_epochs = []  # a script gets its searcher lengths in their own unit: nothing to convert
+    else:
+        check_lengths_reach_a_batch(config, problems)
     if isinstance(config["hyperparameters"], dict):
         slots = config["resources"]["slots_per_trial"] if isinstance(config["resources"], dict) else 1
         required_by = f"{', '.join(in_records_or_epochs)} (in records or epochs)" if in_records_or_epochs else ""
@@ -178,12 +182,23 @@ def load_experiment_config(raw: Mapping[str, Any], *, unmanaged: bool = False) -
     return config
 
 
+def _usable_as_name(description: Any) -> bool:
+    """Whether a description can stand as the title: a name's rules (registry/names.py), which a description need
+    not follow (control characters, a line break, over 256 characters): such a one keeps a pet name instead."""
+    if not isinstance(description, str) or not description.strip() or description != description.strip():
+        return False
+    if len(description) > 256 or description in (".", ".."):
+        return False
+    return not any(unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in ("Zl", "Zp")
+                   for ch in description)
+
+
 def _name_the_experiment(config: Dict[str, Any]) -> None:
     """``name`` (0.16+) is the experiment's title: given, else the description (the title before 0.16, which
     Determined's 0.16 migration copied into ``name``), else a pet name; ``description`` defaults to it."""
     name, description = config["name"], config["description"]
     if name is None:
-        name = description if isinstance(description, str) and description else f"Experiment ({petname()})"
+        name = description if _usable_as_name(description) else f"Experiment ({petname()})"
         config["name"] = name
     if description is None and name is not INVALID:
         config["description"] = name

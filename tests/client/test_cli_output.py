@@ -79,7 +79,9 @@ def test_control_characters_of_user_text_are_escaped(data: Dict[str, Any], colum
         out = det(*argv, check=True).stdout
         assert not any(ch in out for ch in "\x1b\x07\r\u202e"), (argv, out)
     assert "evil\\x1b[2J\\x1b[31mred\\x07\\rback\\u202eflip" in det("trial", "logs", str(data["evil_trial"])).stdout
-    assert "evil\\x1b[2J" in det("experiment", "list").stdout
+    # such a description is not a valid name: the experiment gets a pet name (not the description), and the
+    # description is kept exactly as it was given
+    assert "evil" not in det("experiment", "list").stdout
     # JSON escapes them its own way, and stays exact
     listed = json.loads(det("experiment", "list", "--json", check=True).stdout)
     assert [e["description"] for e in listed if e["id"] == data["evil"]] == [EVIL]
@@ -99,7 +101,7 @@ def test_hints_on_empty_lists_and_one_trial(tmp_path: pathlib.Path, monkeypatch:
     monkeypatch.setenv("DET_DATA_DIR", str(tmp_path / "empty"))
     assert "No experiments yet. Create one with: det experiment create" in det("experiment", "list", check=True).stdout
     assert "No models in the registry yet. Add one with: det model create NAME" in det("model", "list", check=True).stdout
-    assert "No TensorBoard runs" in det("tensorboard", "list", check=True).stdout
+    assert "No TensorBoard runs" in det("tensorboard", "list", "--local", check=True).stdout
     config = tmp_path / "single.yaml"
     config.write_text("entrypoint: model:T\nhyperparameters: {global_batch_size: 1}\n"
                       "searcher: {name: single, metric: loss, max_length: {batches: 10}}\n")

@@ -67,6 +67,18 @@ def test_model_commands_at_80_columns_cut_no_number_or_uuid(at80: Dict[str, Any]
     _whole(out, at80)
 
 
+def test_model_list_at_80_columns_cuts_no_name_number_or_time(at80: Dict[str, Any]) -> None:
+    out = det("model", "list", check=True).stdout
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    (row,) = [line for line in out.splitlines() if line.startswith("mnist-classifier")]
+    assert row.startswith("mnist-classifier  the digits model "), "the name (what describe takes) is whole"
+    assert re.search(r"\s1\s", row), "the number of versions"
+    times = re.findall(r"\d{4}-\d\d-\d\d\S*(?: \S+)?", out)
+    assert times and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", t) for t in times), out
+    assert "…" not in out, out
+    assert "(not shown to fit 80 columns: Metadata, Created;" in out, "what was left out is named"
+
+
 def test_a_wrapped_cell_breaks_between_its_parts_and_moves_under_its_row_when_it_cannot_fit() -> None:
     metrics = "a_long_metric_name=0.123456, another_metric=12345, third=1.5e-07"
     lines = render([Column("Batches", NUMBER), Column("Metrics", WRAP)], [[100, metrics]], width=40)

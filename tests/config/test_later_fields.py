@@ -85,11 +85,11 @@ def test_a_038_config_with_every_later_field_loads() -> None:
     notes = "\n".join(no_effect_notes(config))
     for field in ("environment.image", "environment.force_pull_image", "environment.registry_auth",
                   "environment.pod_spec", "environment.add_capabilities", "environment.proxy_ports", "slurm:", "pbs:",
-                  "resources.devices", "resources.shm_size", "resources.resource_pool", "resources.is_single_node",
+                  "resources.devices", "resources.shm_size", "resources.is_single_node",
                   "resources.agent_label", "retention_policy", "integrations",
                   "searcher.stop_once", "bind_mounts"):  # stop_once: the time-based ASHA of 0.38 always stops
         assert f"{field}" in notes, field
-    for meaningful in ("priority", "preemption_timeout", "log_policies", "environment_variables", "searcher.time_metric",
+    for meaningful in ("priority", "resources.resource_pool:", "preemption_timeout", "log_policies", "environment_variables", "searcher.time_metric",
                        "profiling", "workspace", "checkpoint_storage"):
         assert meaningful not in notes, meaningful
 

@@ -97,7 +97,8 @@ def test_bad_model_def_is_refused(session: Session, definition: str, needle: str
 
 def test_entrypoint_package_init_is_accepted(session: Session) -> None:
     cfg = config(entrypoint="pkg.sub:T")
-    exp = session.post("/experiments", {"config": cfg, "model_definition": model_def({"./pkg/sub/__init__.py": ""})})
+    files = {"./pkg/sub/__init__.py": "class T:\n    pass\n"}
+    exp = session.post("/experiments", {"config": cfg, "model_definition": model_def(files)})
     assert exp["experiment"]["id"] == 1
 
 

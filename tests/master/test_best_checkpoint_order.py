@@ -7,7 +7,7 @@ order all disagree with it; the same test runs on PostgreSQL in the suite's seco
 """
 import io
 import pathlib
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from determined.common.api import Session
 from determined.experimental import _follow
@@ -30,6 +30,18 @@ def _summary(session: Any, experiment_id: int) -> str:
     return out.getvalue()
 
 
+def _stored_best(session: Session, exp_id: int) -> Tuple[Optional[int], Optional[float], Dict[int, Any]]:
+    """The experiment's stored best trial and value, and each trial's stored best value (what the API sends)."""
+    desc = session.get(f"/experiments/{exp_id}")
+    exp = desc["experiment"]
+    return exp["best_trial_id"], exp["best_validation"], {t["id"]: t["best_validation"] for t in desc["trials"]}
+
+
+def _validate(session: Session, trial_id: int, steps: int, loss: float) -> bool:
+    answer = session.post(f"/trials/{trial_id}/validation_metrics", {"steps_completed": steps, "metrics": {"loss": loss}})
+    return bool(answer["is_best"])
+
+
 def _keep(session: Session, exp_id: int, **policy: int) -> List[str]:
     preview = session.get(f"/experiments/{exp_id}/preview_gc", policy)
     return sorted(c["uuid"] for c in preview["keep"])
@@ -49,6 +61,9 @@ def test_ties_break_the_same_way_everywhere(det_data_dir: pathlib.Path) -> None:
     c20x = report(session, det_data_dir, t3, 20, uuid=_uuid("4"))  # a second checkpoint at the same steps
     c10 = report(session, det_data_dir, t3, 10, loss=0.5, uuid=_uuid("2"))
     best_first = [a20, b20, c20x, c20y, a10, c10]  # 0.2 at 20 by trial then uuid, 0.2 at 10, then 0.5
+    # The stored best (the experiment's best_trial_id, what the UI and `det e describe` show) is the same: t2
+    # reached 0.2 first, but t1's 0.2 at batch 20 ranks first.
+    assert _stored_best(session, exp_id) == (t1, 0.2, {t1: 0.2, t2: 0.2, t3: 0.2})
 
     # GC (through preview_gc: the same function that deletes) keeps the first of that order.
     none = {"save_experiment_best": 0, "save_trial_best": 0, "save_trial_latest": 0}
@@ -103,8 +118,39 @@ def test_larger_is_better_keeps_the_tie_breaks(det_data_dir: pathlib.Path) -> No
     exp = d.get_experiment(exp_id)
     assert [c.uuid for c in exp.list_checkpoints()] == [a30, b30, a10, unvalidated]
     assert [c.uuid for c in exp.top_n_checkpoints(2)] == [a30, b30]
+    assert _stored_best(d._session, exp_id) == (t1, 0.9, {t1: 0.9, t2: 0.9})
     text = _summary(d._session, exp_id)
     assert f"Best trial: {t1}  loss = 0.9" in text and f"Best checkpoint: {a30} (trial {t1}" in text, text
+
+
+def test_the_stored_best_follows_the_order_as_reports_come(det_data_dir: pathlib.Path) -> None:
+    """Report by report, the stored best and each report's `is_best` follow the order, ties included; a report at
+    batches already reported (a restarted run) replaces the earlier one, as it does for the best checkpoint."""
+    session = in_process_session(det_data_dir)
+    desc = make_experiment(session, trials=3)
+    exp_id = desc["experiment"]["id"]
+    t1, t2, t3 = sorted(t["id"] for t in desc["trials"])
+    assert _stored_best(session, exp_id) == (None, None, {t1: None, t2: None, t3: None})
+    assert _validate(session, t2, 10, 0.2) is True
+    assert _validate(session, t3, 10, 0.2) is False, "a tie on the metric and batches: the lower trial stays best"
+    assert _stored_best(session, exp_id)[:2] == (t2, 0.2)
+    assert _validate(session, t1, 10, 0.2) is True, "a tie on the metric and batches: the lower trial becomes best"
+    assert _stored_best(session, exp_id)[:2] == (t1, 0.2)
+    assert _validate(session, t3, 20, 0.2) is True, "a tie on the metric: more batches rank first"
+    assert _stored_best(session, exp_id)[:2] == (t3, 0.2)
+    assert _validate(session, t2, 5, 0.2) is False and _validate(session, t2, 30, 0.3) is False
+    assert _stored_best(session, exp_id) == (t3, 0.2, {t1: 0.2, t2: 0.2, t3: 0.2})
+    assert _validate(session, t3, 25, 0.15) is True
+    # t3 reports batch 25 again, worse (a restarted run): its 0.15 no longer counts, and its 0.2 at batch 20 ranks
+    # first again.
+    assert _validate(session, t3, 25, 0.4) is False
+    assert _stored_best(session, exp_id) == (t3, 0.2, {t1: 0.2, t2: 0.2, t3: 0.2})
+    assert _validate(session, t2, 30, 0.2) is True, "batch 30 reported again, now the best"
+    assert _stored_best(session, exp_id) == (t2, 0.2, {t1: 0.2, t2: 0.2, t3: 0.2})
+    assert _validate(session, t3, 40, 0.1) is True
+    assert _stored_best(session, exp_id) == (t3, 0.1, {t1: 0.2, t2: 0.2, t3: 0.1})
+    assert session.get(f"/trials/{t1}/searcher/best_validation")["metric"] == 0.1
+    session.close()
 
 
 def _checkpoint_json(uuid: str, trial_id: int, steps: int, value: Any, state: str = "COMPLETED") -> Dict[str, Any]:

@@ -8,12 +8,13 @@ import random
 from typing import Any, Dict, List
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from determined.master.db import Trial
 from determined.master.insights import curves
-from determined.master.lifecycle import experiment
+from determined.master.lifecycle import allocations, experiment
 
+from ._helpers import config, model_def
 from .test_curves_kept import _assert_downsampled, _curves, _experiment, _report, _start
 
 
@@ -141,4 +142,82 @@ def test_a_rollback_or_a_replaced_report_rebuilds_the_curve(tmp_path: Any) -> No
     assert _curves(api, exp_id) == answer
     with app.state.master.read() as s:
         assert s.scalars(select(Trial.id).where(Trial.id == t1)).first() == t1
+    app.state.master.stop()
+
+
+def test_a_validation_is_folded_into_the_kept_curve_as_it_is_stored(tmp_path: Any) -> None:
+    """A validation stored (and a training report, for the other group) reaches the kept curves at its commit: the
+    next read answers without reading any trial's points (no catch-up query), and answers what downsampling each
+    full series gives. A validation that replaces a stored one (the same step) is read again."""
+    data = tmp_path / "data"
+    app, api, exp_id, [(t1, tok1), (t2, tok2)] = _experiment(data)
+    for step in range(1, 21):
+        _report(api, t1, tok1, step, 1.0 / step)
+        _report(api, t2, tok2, step, 2.0 / step)
+    _report(api, t1, tok1, 10, 0.5, "validation")
+    _curves(api, exp_id)  # the curves of this point count exist from here on
+    statements: List[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    engine = app.state.master.engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        for step in range(21, 41):
+            _report(api, t1, tok1, step, 1.0 / step)
+            if step % 5 == 0:
+                _report(api, t1, tok1, step, -9.0 if step == 30 else 1.0 / step, "validation")
+                _report(api, t2, tok2, step, 0.1 * step, "validation")
+        statements.clear()
+        answer = _curves(api, exp_id)
+        read = [q for q in statements if "training_metrics" in q or "validation_metrics" in q]
+        assert read == [], read  # neither group of either trial was caught up from the database
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    _assert_downsampled(api, exp_id, answer)
+    assert -9.0 in {p["metrics"]["loss"] for p in answer[t1]["validation"]}
+    assert answer[t2]["validation"][-1]["steps_completed"] == 40
+    _report(api, t2, tok2, 40, 70.0, "validation")  # replaces the stored validation at step 40
+    answer = _curves(api, exp_id)
+    _assert_downsampled(api, exp_id, answer)
+    assert [p["metrics"]["loss"] for p in answer[t2]["validation"] if p["steps_completed"] == 40] == [70.0]
+    app.state.master.stop()
+
+
+def test_curves_behind_are_caught_up_with_two_queries_for_all_trials(tmp_path: Any) -> None:
+    """Kept curves of several trials that are behind (reports stored after a restart, before any read) are brought
+    up to date with two queries per group (the counts before, the points after), not one or two per trial."""
+    data = tmp_path / "data"
+    app, api = _start(data)
+    exp = api.post("/experiments", {"config": config(max_trials=5), "model_definition": model_def()})
+    exp_id, runs = exp["experiment"]["id"], []
+    with app.state.master.write() as s:
+        for trial in s.scalars(select(Trial).where(Trial.experiment_id == exp_id)):
+            runs.append((trial.id, allocations.start_allocation(s, trial)[1]))
+    assert len(runs) == 5
+    for step in range(1, 11):
+        for tid, token in runs:
+            _report(api, tid, token, step, tid / step)
+    _curves(api, exp_id)  # kept in the database
+    app.state.master.stop()
+    app, api = _start(data)
+    for tid, token in runs:  # stored before any read of the restarted master: its curves are behind
+        _report(api, tid, token, 11, -float(tid))
+        _report(api, tid, token, 11, 0.5, "validation")
+    statements: List[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    engine = app.state.master.engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        answer = _curves(api, exp_id)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    for table in ("training_metrics", "validation_metrics"):
+        assert len([q for q in statements if f"FROM {table}" in q]) == 2, (table, statements)
+    _assert_downsampled(api, exp_id, answer)
+    assert all(answer[tid]["training"][-1]["metrics"]["loss"] == -float(tid) for tid, _ in runs)
     app.state.master.stop()

@@ -166,8 +166,9 @@ def _archive(*members: "tarfile.TarInfo", fmt: int = tarfile.GNU_FORMAT) -> str:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", format=fmt) as tar:
         entry = tarfile.TarInfo("model.py")
-        entry.size = 3
-        tar.addfile(entry, io.BytesIO(b"x=1"))
+        source = b"class T:\n    pass\n"  # the entrypoint model:T resolves (lifecycle/model_def.py reads it)
+        entry.size = len(source)
+        tar.addfile(entry, io.BytesIO(source))
         for member in members:
             tar.addfile(member, io.BytesIO(b""))
     return base64.b64encode(buf.getvalue()).decode()

@@ -253,6 +253,9 @@ def test_edit_model_metadata_and_version_notes_refused_for_another_user(
         version = api.get(f"/models/{name}/versions/1")["version"]
         assert (version["notes"], version["metadata"]) == ("Best of the ASHA search.", {"approved": True})
         page.wait_for_function("() => document.getElementById('model-metadata').textContent.includes('layers')", **WAIT)
+        # the version's notes are shown with it, not only in the edit panel
+        page.wait_for_function("() => Array.from(document.querySelectorAll('#versions-table .version-notes'))"
+                               ".some(e => e.textContent === 'Best of the ASHA search.')", **WAIT)
         check_page(page, problems, f"/models/{name} (edit)", False)
         shots(page, artifacts, "model")
         assert problems == []

@@ -1,5 +1,5 @@
 """GET /cluster/slots: the master's slots and the trial runs holding them."""
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from fastapi import APIRouter, Request
 from sqlalchemy import select
@@ -7,8 +7,10 @@ from sqlalchemy import select
 from determined.master.api._deps import master_of
 from determined.master.api.schemas.cluster import ClusterSlots
 from determined.master.db import Experiment, Trial
+from determined.master.lifecycle import trial_status
 from determined.master.rm.base import describe_run
 from determined.master.scheduling.scheduler import slots_per_trial
+from determined.master.views.dbread import reader_of
 
 router = APIRouter()
 
@@ -28,8 +30,16 @@ def cluster_slots(request: Request) -> Dict[str, Any]:
     processes = rm.running() if rm is not None else {}
     allocations: List[Dict[str, Any]] = []
     with master.read() as s:
-        rows = s.execute(select(Trial, Experiment).join(Experiment, Experiment.id == Trial.experiment_id)
-                         .where(Trial.allocation_id.is_not(None)).order_by(Trial.id))
+        rows = list(s.execute(select(Trial, Experiment).join(Experiment, Experiment.id == Trial.experiment_id)
+                              .where(Trial.allocation_id.is_not(None)).order_by(Trial.id)))
+        # What each trial does (RUNNING, WAITING with its slot, STOPPING...): its stored state, ACTIVE, says only
+        # that it has not ended.
+        status: Dict[int, Tuple[str, Optional[str]]] = {}
+        by_experiment: Dict[int, Tuple[Experiment, List[Trial]]] = {}
+        for trial, exp in rows:
+            by_experiment.setdefault(exp.id, (exp, []))[1].append(trial)
+        for exp, trials in by_experiment.values():
+            status.update(trial_status.statuses(reader_of(s), exp, trials))
         for trial, exp in rows:
             proc = processes.get(str(trial.allocation_id))
             run = describe_run(proc) if proc is not None else {"slot_ids": [], "pid": None, "nodes": []}
@@ -41,6 +51,8 @@ def cluster_slots(request: Request) -> Dict[str, Any]:
                 "owner": exp.owner,
                 "description": (exp.config or {}).get("description") or "",
                 "trial_state": trial.state,
+                "trial_status": status.get(trial.id, (trial.state, None))[0],
+                "trial_status_reason": status.get(trial.id, (trial.state, None))[1],
                 "experiment_state": exp.state,
                 "slots": len(slot_ids) if proc is not None else slots_per_trial(exp),
                 "slot_ids": slot_ids,

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from sqlalchemy import func, select
+from sqlalchemy import select
 from starlette.background import BackgroundTask
 from sqlalchemy.orm import Session
 
@@ -55,21 +55,7 @@ def experiment_metrics(request: Request, experiment_id: int,
                     rows[row.trial_id].append(row)
                 return rows
 
-            def tail(wanted: List[Tuple[int, int]], table: Any = table) -> Dict[int, curves.Tail]:
-                # A trial's points from a step on, and the count of those before it: (trial id, step) index ranges.
-                found: Dict[int, curves.Tail] = {}
-                connection = s.connection()
-                for tid, steps in wanted:  # one query: the count rides on each row (a series never empties)
-                    before = (select(func.count()).select_from(table)
-                              .where(table.trial_id == tid, table.steps_completed < steps).scalar_subquery())
-                    rows = list(connection.execute(
-                        select(before.label("before"), table.steps_completed, table.end_time, table.metrics)
-                        .where(table.trial_id == tid, table.steps_completed >= steps)
-                        .order_by(table.steps_completed, table.id)))
-                    found[tid] = (rows[0].before if rows else -1, rows)
-                return found
-
-            answer = cache.series(versions, kind, points, read, tail=tail,
+            answer = cache.series(versions, kind, points, read, tail=kept_curves.tail_reader(s, table),
                                   load=kept_curves.kept_loader(s, kind, points), save=computed[kind].extend)
             for tid, (points_of, reported) in answer.items():
                 series[tid][kind] = points_of

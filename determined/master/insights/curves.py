@@ -17,11 +17,13 @@ minimum and maximum of its parts. Its answer is `downsample` of every point, wha
 Reading 10 million stored points for every poll of the experiment page would take far longer than the answer
 may; `CurveCache` keeps each trial's `Summary`, in memory and in the database (db.TrialCurve, kept_curves.py),
 under the trial's `metrics_version`, which every change to its metrics increases in the same transaction. The
-batch store of training reports (protocol.store_training_reports) folds each trial's new reports into its
-summaries once its transaction commits; a read brings a summary that is behind up to date from only the points
-stored after it (validations, reports stored before the master started), after checking that the stored series
-still begins with the points it holds (their count, the last one); a trial whose stored points changed otherwise
-(a rollback past them, a replaced report) is read again whole.
+batch store of training reports (protocol.store_training_reports) and the store of a validation
+(protocol._store_validation, kept_curves.validation_stored) fold each trial's new points into its summaries of that
+group once their transaction commits (its summaries of the other group move to the new version as they are); a
+read brings a summary that is behind up to date from only the points stored after it (reports stored before the
+master started, or through the one-report route), after checking that the stored series still begins with the
+points it holds (their count, the last one), with two queries for up to 200 trials (kept_curves.tail_reader); a
+trial whose stored points changed otherwise (a rollback past them, a replaced report) is read again whole.
 """
 import collections
 import functools
@@ -345,6 +347,7 @@ class Summary:
 
 
 Key = Tuple[int, str, int]  # (trial id, group, max_points)
+GROUPS = ("training", "validation")  # the groups of the curves (the experiment's metrics route)
 Tail = Tuple[int, List[Any]]  # points before the summary's last step, the points from that step on (in order)
 
 
@@ -352,9 +355,9 @@ class CurveCache:
     """Each trial's `Summary` by (trial id, group, max_points), at the trial's `metrics_version` (every change to
     its metrics increases it, in the same transaction: protocol.py).
 
-    Training reports are folded into the summaries as they are stored (`fold`, after their transaction commits);
-    a reader folds in only what a trial stored since its summary (`series`: validations, reports stored before the
-    master started, ...) and reads every point of a trial only when its stored series changed otherwise (a
+    Training reports and validations are folded into the summaries as they are stored (`fold`, after their
+    transaction commits); a reader folds in only what a trial stored since its summary (`series`: reports stored
+    before the master started, ...) and reads every point of a trial only when its stored series changed otherwise (a
     rollback, a replaced report: `rewritten`). Kept in memory (the most recently read `max_entries`) and, through
     `series`'s `load` and `save`, in the database (db.TrialCurve)."""
 
@@ -377,27 +380,38 @@ class CurveCache:
                 gone, _ = self._entries.popitem(last=False)
                 self._by_trial.get(gone[0], set()).discard(gone)
 
-    def fold(self, trial_id: int, version: int, rows: Sequence[Any], create_max_points: Optional[int] = None) -> None:
-        """Training reports `rows` (in order, all after the trial's stored ones) were committed, taking the trial
-        from `version` to `version + 1`: fold them into its summaries at `version`; a trial that had no metrics
-        (`version` 0) gets a summary of `create_max_points` if it has none."""
+    def fold(self, trial_id: int, version: int, rows: Sequence[Any], create_max_points: Optional[int] = None,
+             group: str = "training") -> None:
+        """Reports `rows` of `group` (in order, all after the trial's stored ones of that group) were committed,
+        taking the trial from `version` to `version + 1`: fold them into its summaries of `group` at `version`; its
+        summaries of the other groups at `version` move to `version + 1` as they are (their points did not change).
+        A trial that had no metrics (`version` 0) gets summaries of `create_max_points` if it has none: `rows` in
+        the one of `group`, nothing in the others."""
         with self._lock:
-            keys = [k for k in self._by_trial.get(trial_id, ()) if k[1] == "training"]
-            for key in keys:
+            keys = [k for k in self._by_trial.get(trial_id, ()) if k[1] == group]
+            for key in list(self._by_trial.get(trial_id, ())):
                 summary = self._entries[key]
                 if summary.version != version:
                     continue  # brought up to date by its next read
-                if rows and rows[0].steps_completed <= summary.last_steps:  # not after its points: read again
+                if key[1] != group:
+                    summary.version = version + 1
+                    continue
+                # A report at or before the last step held may replace or precede stored points: read again.
+                if rows and rows[0].steps_completed <= summary.last_steps:
                     self._entries.pop(key)
                     self._by_trial[trial_id].discard(key)
                     continue
                 summary.extend(rows)
                 summary.version = version + 1
             if version == 0 and create_max_points is not None and not keys:
-                summary = Summary(create_max_points)
-                summary.extend(rows)
-                summary.version = 1
-                self._put((trial_id, "training", create_max_points), summary)
+                for kind in GROUPS:
+                    key = (trial_id, kind, create_max_points)
+                    if kind != group and key in self._entries:
+                        continue
+                    summary = Summary(create_max_points)
+                    summary.extend(rows if kind == group else [])
+                    summary.version = 1
+                    self._put(key, summary)
 
     def rewritten(self, trial_id: int, version: int) -> None:
         """The trial's stored points change at `version` other than by new points after them: no summary of an

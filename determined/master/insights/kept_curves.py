@@ -7,11 +7,12 @@ import logging
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from sqlalchemy import and_, delete, event, insert, select
+from sqlalchemy import and_, delete, event, func, insert, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from determined.master.db import Trial, TrialCurve
+from determined.master.insights import curves
 
 logger = logging.getLogger("determined.master")
 
@@ -30,6 +31,60 @@ def kept_loader(s: Session, group: str, max_points: int) -> Callable[[List[int]]
                     kept[tid] = (version, points)
         return kept
     return load
+
+
+TAIL_CHUNK = 200  # trials per query of `tail_reader` (two bound parameters each)
+
+
+def tail_reader(s: Session, table: Any) -> Callable[[List[Tuple[int, int]]], Dict[int, curves.Tail]]:
+    """`tail` for `CurveCache.series`: for each (trial id, step), the count of the trial's points of `table` before
+    that step and its points from it on, in order; two queries for up to TAIL_CHUNK trials (index ranges on
+    (trial id, step)), not one per trial."""
+    def tail(wanted: List[Tuple[int, int]]) -> Dict[int, curves.Tail]:
+        found: Dict[int, curves.Tail] = {}
+        connection = s.connection()
+        for start in range(0, len(wanted), TAIL_CHUNK):
+            part = wanted[start:start + TAIL_CHUNK]
+            before = {tid: 0 for tid, _ in part}
+            rows: Dict[int, List[Any]] = {tid: [] for tid, _ in part}
+            counted = or_(*[and_(table.trial_id == tid, table.steps_completed < steps) for tid, steps in part])
+            for tid, count in connection.execute(select(table.trial_id, func.count()).where(counted)
+                                                 .group_by(table.trial_id)):
+                before[tid] = count
+            after = or_(*[and_(table.trial_id == tid, table.steps_completed >= steps) for tid, steps in part])
+            for row in connection.execute(select(table.trial_id, table.steps_completed, table.end_time, table.metrics)
+                                          .where(after).order_by(table.trial_id, table.steps_completed, table.id)):
+                rows[row.trial_id].append(row)
+            for tid, _ in part:
+                found[tid] = (before[tid], rows[tid])
+        return found
+    return tail
+
+
+class _Stored:
+    """A report as the learning curves read it back from its table: its step, end time and metrics."""
+
+    __slots__ = ("steps_completed", "end_time", "metrics")
+
+    def __init__(self, steps_completed: int, end_time: Any, metrics: Any) -> None:
+        self.steps_completed, self.end_time, self.metrics = steps_completed, end_time, metrics
+
+
+def validation_stored(s: Session, trial: Trial, steps: int, metrics: Any, end_time: Any) -> None:
+    """In the caller's transaction, before the trial's metrics version is increased for it: a validation of the
+    trial is stored (`metrics` as stored). Once the transaction commits, it is folded into the trial's kept
+    validation curves (and its training curves move to the new version as they are), so that the next read of
+    the experiment's curves does not have to catch them up from the database."""
+    trial_id, version = trial.id, trial.metrics_version or 0
+    connection = s.connection()
+    create = None
+    if version == 0:  # the trial's first metrics: its curves start at its experiment's default point count
+        count = connection.execute(select(func.count(Trial.id)).where(Trial.experiment_id == trial.experiment_id))
+        points = curves.default_max_points(int(count.scalar() or 0))
+        create = points if points <= curves.CREATE_ON_WRITE_MAX else None
+    cache = curves.cache_of(connection.engine)
+    point = [_Stored(steps, end_time, metrics)]
+    after_commit(connection, lambda: cache.fold(trial_id, version, point, create, group="validation"))
 
 
 def keep(master: Any, group: str, max_points: int,

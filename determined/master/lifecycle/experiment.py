@@ -17,6 +17,7 @@ from determined import searcher
 from determined.config import searcher_drives_trials
 from determined.common.metric_groups import SYSTEM_GROUPS
 from determined.master.lifecycle import states, trial_notes, trial_status, unmanaged
+from determined.master.lifecycle.best_validation import recompute_best
 from determined.master.db import (
     Checkpoint,
     Experiment,
@@ -154,6 +155,7 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
     queue: Deque[Event] = collections.deque(events)
     created = _Created()
     message: Optional[str] = None
+    closed: List[str] = []  # request ids of the trials the method closed: their reasons are stored now
     while queue:
         kind, args = queue.popleft()
         ops = _dispatch(method, kind, args)
@@ -163,12 +165,15 @@ def feed_searcher(s: Session, exp: Experiment, events: List[Event]) -> None:
         for op in ops:
             if isinstance(op, searcher.Shutdown) and op.message:
                 message = str(op.message)
+            if isinstance(op, searcher.Close):
+                closed.append(op.request_id)
             queue.extend(_apply_operation(s, exp, method, op, created))
         if exp.searcher_shutdown:
             break
     snapshot = method.snapshot()
     if message is not None:  # why the search stopped with an error: the trials' reasons say it (trial_status.py)
         snapshot[trial_status.SHUTDOWN_MESSAGE] = message
+    trial_status.keep_stop_reasons(snapshot, exp.searcher_snapshot, method, exp.config, closed)
     exp.searcher_snapshot = snapshot
     if exp.searcher_shutdown and exp.searcher_failure:
         exp.progress = min(float(exp.progress or 0.0), PROGRESS_NOT_DONE)  # what was done before it failed
@@ -191,6 +196,7 @@ def fail_search(s: Session, exp: Experiment, message: str) -> None:
     _apply_operation(s, exp, method, searcher.Shutdown(failure=True, message=message), _Created())
     snapshot = method.snapshot()
     snapshot[trial_status.SHUTDOWN_MESSAGE] = message
+    trial_status.keep_stop_reasons(snapshot, exp.searcher_snapshot, method, exp.config, ())
     exp.searcher_snapshot = snapshot
     exp.progress = min(float(exp.progress or 0.0), PROGRESS_NOT_DONE)
     s.flush()
@@ -504,27 +510,3 @@ def rollback_to_checkpoint(s: Session, exp: Experiment, trial: Trial) -> None:
     s.flush()
     if removed:  # the best validations change only when validations are deleted
         recompute_best(s, exp)
-
-
-def recompute_best(s: Session, exp: Experiment) -> None:
-    """Recompute the best validations of the experiment and its trials from the stored rows."""
-    metric = exp.config["searcher"]["metric"]
-    smaller = bool(exp.config["searcher"].get("smaller_is_better", True))
-    exp_best: Optional[Tuple[float, int]] = None
-    for trial in trials_of(s, exp.id):
-        rows = list(s.scalars(select(ValidationMetrics).where(ValidationMetrics.trial_id == trial.id)
-                              .order_by(ValidationMetrics.steps_completed, ValidationMetrics.id)))
-        values = [float(r.metrics[metric]) for r in rows if _is_number(r.metrics.get(metric))]
-        trial.latest_validation = rows[-1].metrics if rows else None
-        trial.best_validation = (min(values) if smaller else max(values)) if values else None
-        if trial.best_validation is not None and (exp_best is None or _better(trial.best_validation, exp_best[0], smaller)):
-            exp_best = (trial.best_validation, trial.id)
-    exp.best_validation, exp.best_trial_id = exp_best if exp_best else (None, None)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _better(new: float, old: float, smaller_is_better: bool) -> bool:
-    return new < old if smaller_is_better else new > old

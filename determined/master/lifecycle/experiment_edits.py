@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from determined.master.insights import curves
 from determined.master.security import auth
 from determined.master.storage import gc
 from determined.master.registry import names, model_registry, trial_sources
@@ -97,6 +98,9 @@ def delete_experiment(master: "Master", experiment_id: int, principal: auth.Prin
         s.execute(delete(SearcherEvent).where(SearcherEvent.experiment_id == experiment_id))
         s.execute(delete(Trial).where(Trial.experiment_id == experiment_id))
         s.execute(delete(Experiment).where(Experiment.id == experiment_id))
+    cache = curves.cache_of(master)  # a later trial may get a deleted one's id (SQLite reuses the largest ids)
+    for trial_id in trial_ids:
+        cache.rewritten(trial_id, 0)
     logger.info("experiment %s deleted (%s checkpoint(s) removed from storage)", experiment_id, len(deleted))
     return deleted
 

@@ -4,10 +4,11 @@ import binascii
 import gzip
 import io
 import tarfile
-from typing import Any, List, Set
+from typing import Any, List, Optional, Set
 
 from determined.common.context import unsafe_members
 from determined.config.entrypoint import is_trial_class
+from determined.config.entrypoint_files import MAX_SOURCE_BYTES, entrypoint_file_problems
 from determined.master.problems import RequestProblem
 from determined.master.security.request_limits import MODEL_DEF_BYTES, clip, clip_repr
 
@@ -19,10 +20,11 @@ MAX_HEADER_READ = 64 * 1024  # one read of a header extension (a GNU long name, 
 MAX_PROBLEMS_SHOWN = 20
 
 
-def decode_model_def(b64_tgz: object, entrypoint: Any) -> bytes:
+def decode_model_def(b64_tgz: object, entrypoint: Any, *, resolve_entrypoint: bool = True) -> bytes:
     """The archive's bytes, after checking size, format, that every member is safe to unpack (no absolute paths,
-    `..`, links out of the directory, device files or fifos) and that the module of a Trial class entrypoint is
-    inside (a command's files are the command's business)."""
+    `..`, links out of the directory, device files or fifos), that the module of a Trial class entrypoint is
+    inside, and (`resolve_entrypoint`: not for a Native API script, which runs `internal.native.command`) that the
+    entrypoint resolves to its file and class (config/entrypoint_files.py)."""
     if not isinstance(b64_tgz, str) or not b64_tgz:
         raise RequestProblem(400, "model_definition: a base64-encoded .tar.gz of the model directory is required")
     try:
@@ -41,7 +43,25 @@ def decode_model_def(b64_tgz: object, entrypoint: Any) -> bytes:
     names = {_normalise(m.name) for m in members if m.isfile()}
     if is_trial_class(entrypoint):
         _check_entrypoint(entrypoint, names)
+    problems = entrypoint_file_problems(entrypoint, names, lambda name: _read_member(data, name)) \
+        if resolve_entrypoint else []
+    if problems:
+        raise RequestProblem(400, "invalid experiment config", problems)
     return data
+
+
+def _read_member(data: bytes, name: str) -> Optional[bytes]:
+    """The bytes of the archive's regular file `name` (its members already checked), or None when it is larger
+    than entrypoint_files.MAX_SOURCE_BYTES or absent."""
+    with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as unzipped, \
+            tarfile.open(fileobj=unzipped, mode="r:") as archive:
+        for member in archive:
+            if member.isfile() and _normalise(member.name) == name:
+                if member.size > MAX_SOURCE_BYTES:
+                    return None
+                handle = archive.extractfile(member)
+                return handle.read(MAX_SOURCE_BYTES) if handle is not None else None
+    return None
 
 
 class _BoundedHeaderReads(io.RawIOBase):

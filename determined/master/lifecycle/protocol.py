@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 import determined
 from determined.master.registry import names, model_registry
 from determined.master.insights import curves, kept_curves
-from determined.master.lifecycle import states, trial_notes
+from determined.master.lifecycle import best_validation, states, trial_notes
 from determined.master.lifecycle.allocations import running_trial
 from determined.master.db import (
     Checkpoint,
@@ -28,7 +28,6 @@ from determined.master.db import (
 from determined.config.entrypoint import runs_a_script
 from determined.master.lifecycle.experiment import (
     fail_search,
-    _better,
     feed_searcher,
     get_experiment,
     latest_own_checkpoint,
@@ -347,28 +346,24 @@ def report_validation(s: Session, trial: Trial, body: Mapping[str, Any]) -> Dict
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
         raise RequestProblem(400, f"the searcher metric {name!r} must be a number, got {value!r}")
     _store_validation(s, trial, steps, metrics)
-    is_best = _record_best(exp, trial, float(value), smaller)
+    is_best = _record_best(s, exp, trial, steps, float(value))
     _note_validation(s, trial, steps, metrics, is_best)
     return {"is_best": is_best}
 
 
 def _store_validation(s: Session, trial: Trial, steps: int, metrics: Mapping[str, Any]) -> None:
-    s.add(ValidationMetrics(trial_id=trial.id, steps_completed=steps, metrics=_json_safe(metrics), end_time=utcnow()))
+    stored, end_time = _json_safe(metrics), utcnow()
+    s.add(ValidationMetrics(trial_id=trial.id, steps_completed=steps, metrics=stored, end_time=end_time))
     trial.latest_validation = _json_safe(metrics)
     trial.total_batches = max(trial.total_batches, steps)
+    kept_curves.validation_stored(s, trial, steps, stored, end_time)  # folded into the kept curves at the commit
     metrics_changed(trial)
 
 
-def _record_best(exp: Any, trial: Trial, value: float, smaller: bool) -> bool:
-    """Update the trial's and the experiment's best searcher metric; whether `value` is the experiment's best."""
-    if trial.best_validation is None or _better(value, trial.best_validation, smaller):
-        trial.best_validation = value
-    is_best = exp.best_validation is None or _better(value, exp.best_validation, smaller) or (
-        value == exp.best_validation and exp.best_trial_id == trial.id)
-    if exp.best_validation is None or _better(value, exp.best_validation, smaller):
-        exp.best_validation = value
-        exp.best_trial_id = trial.id
-    return bool(is_best)
+def _record_best(s: Session, exp: Any, trial: Trial, steps: int, value: float) -> bool:
+    """Update the trial's and the experiment's stored best validation in the one order of "best"
+    (best_validation.py); whether this validation is now the experiment's best."""
+    return best_validation.record_best(s, exp, trial, steps, value)
 
 
 def _report_own_loop_validation(s: Session, exp: Any, trial: Trial, steps: int, metrics: Mapping[str, Any],
@@ -376,7 +371,7 @@ def _report_own_loop_validation(s: Session, exp: Any, trial: Trial, steps: int, 
     _store_validation(s, trial, steps, metrics)
     is_best = False
     if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(float(value)):
-        is_best = _record_best(exp, trial, float(value), smaller)
+        is_best = _record_best(s, exp, trial, steps, float(value))
     _note_validation(s, trial, steps, metrics, is_best)
     validation_reported(s, exp, trial, dict(metrics))
     return {"is_best": is_best}

@@ -7,7 +7,7 @@ in portable SQL (determined/master/views/dbread.py), so the master and the CLI's
 """
 import logging
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from determined.master.views.dbread import Reader, in_list
 
@@ -63,6 +63,11 @@ def _fmt(value: Optional[float]) -> str:
 
 # Where experiment.py keeps, in the searcher snapshot, the message of a search that stopped with an error.
 SHUTDOWN_MESSAGE = "shutdown_message"
+# Where experiment.py keeps, in the searcher snapshot, what the search method recorded when it closed each trial
+# (`keep_stop_reasons`): {request id: [kind, text]}, kind "stopped" (before the full length) or "top" (at the top
+# rung). A read says why from it without importing or restoring the search method.
+STOP_REASONS = "stop_reasons"
+STOPPED_EARLY, REACHED_TOP = "stopped", "top"
 
 
 def _search_method(exp: Any) -> Optional[Any]:
@@ -81,6 +86,39 @@ def _search_method(exp: Any) -> Optional[Any]:
     except Exception as e:  # an old or foreign snapshot: the reasons say less, never something untrue
         logger.debug("experiment %s: the search method's state cannot be read (%s)", exp.id, e)
         return None
+
+
+def recorded_reason(method: Any, metric: str, request_id: str, unit: str) -> Optional[Tuple[str, str]]:
+    """(kind, text) of what the search method `method` recorded when it closed the trial `request_id` (its own
+    bracket's and rung's facts): STOPPED_EARLY with the stop reason, or REACHED_TOP; None when it recorded nothing
+    (it did not stop the trial, or the method records no facts: random, grid, custom)."""
+    from determined import searcher
+
+    facts = searcher.stop_facts(method, request_id)
+    if facts is None:
+        return None
+    unit = str(getattr(method, "unit", unit))
+    if facts.get("rule") == "top":
+        return REACHED_TOP, f"reached the top rung ({facts['length']} {unit}) and was done"
+    return STOPPED_EARLY, searcher.stop_reason(facts, metric, unit)
+
+
+def keep_stop_reasons(snapshot: Dict[str, Any], previous: Optional[Mapping[str, Any]], method: Any,
+                      config: Mapping[str, Any], closed: Iterable[str]) -> None:
+    """Into the search method's new `snapshot`: the reasons stored in `previous` (the experiment's snapshot before)
+    and those of the trials it closed since (`closed`: request ids), computed now, while the method is at hand, so
+    that a read (`det e describe`, the UI, the logs) only reads them. An experiment whose snapshot is from before
+    reasons were kept gets none: its reads restore the method (`_search_method`)."""
+    if isinstance(previous, Mapping) and not isinstance(previous.get(STOP_REASONS), Mapping):
+        return
+    reasons = dict(previous[STOP_REASONS]) if isinstance(previous, Mapping) else {}
+    _, unit, _, metric, _ = _searcher_facts(config)
+    inner = getattr(method, "method", method)  # a Searcher holds its search method
+    for request_id in closed:
+        entry = recorded_reason(inner, metric, str(request_id), unit)
+        if entry is not None:
+            reasons[str(request_id)] = list(entry)
+    snapshot[STOP_REASONS] = reasons
 
 
 def shutdown_message(exp: Any) -> Optional[str]:
@@ -103,6 +141,7 @@ class _Experiment:
         self._complete = trial_ids is None
         self._lengths_read: Set[int] = set()
         self._method: Any = False  # read on first use
+        self._imported: Any = False  # read on first use
         if trial_ids is None:
             self._read("trial_id IN (SELECT id FROM trials WHERE experiment_id = :e)", e=exp.id)
         else:
@@ -154,15 +193,23 @@ class _Experiment:
             self._method = _search_method(self.exp)
         return self._method
 
-    def facts(self, trial: Any) -> Optional[Dict[str, Any]]:
-        """What the search method recorded when it stopped the trial (its own bracket's and rung's facts)."""
-        method = self.method()
+    def recorded(self, trial: Any) -> Optional[Tuple[str, str]]:
+        """What the search method recorded when it closed the trial (`recorded_reason`): as stored with its
+        snapshot (`keep_stop_reasons`), or, for a snapshot from before they were stored, from the method restored."""
         request_id = getattr(trial, "request_id", None)
-        if method is None or request_id is None:
+        if request_id is None:
             return None
-        from determined import searcher
-
-        return searcher.stop_facts(method, str(request_id))
+        snapshot = getattr(self.exp, "searcher_snapshot", None)
+        stored = snapshot.get(STOP_REASONS) if isinstance(snapshot, Mapping) else None
+        if isinstance(stored, Mapping):
+            entry = stored.get(str(request_id))
+            if isinstance(entry, (list, tuple)) and len(entry) == 2:
+                return str(entry[0]), str(entry[1])
+            return None
+        method = self.method()
+        if method is None:
+            return None
+        return recorded_reason(method, self.metric, str(request_id), self.unit)
 
     def stopped_by_search_end(self, trial: Any) -> Optional[str]:
         """A trial the search method never stopped, closed because the search ended (the search shut down: it
@@ -176,12 +223,9 @@ class _Experiment:
 
     def stop_reason(self, trial: Any) -> Optional[str]:
         """Why the search method closed a trial before the full length, from its own bracket and rung."""
-        facts = self.facts(trial)
-        if facts is not None and facts.get("rule") != "top":
-            method = self.method()
-            from determined import searcher
-
-            return searcher.stop_reason(facts, self.metric, str(getattr(method, "unit", self.unit)))
+        recorded = self.recorded(trial)
+        if recorded is not None and recorded[0] == STOPPED_EARLY:
+            return recorded[1]
         ops = self.ops.get(trial.id)
         if ops is None or not ops.completed or self.full is None:
             from determined.config.entrypoint import runs_a_script
@@ -213,8 +257,34 @@ class _Experiment:
             return "waiting for the other members to finish the round" + reported
         return "waiting for the search method" + reported
 
-    def unit_of_method(self) -> str:
-        return str(getattr(self.method(), "unit", self.unit))
+    def imported_from(self) -> Optional[str]:
+        """The Determined cluster the experiment was imported from (`det import determined`), or None. An imported
+        experiment has no search method's state here (its search ended there); the import recorded where it came
+        from."""
+        if self._imported is False:
+            self._imported = None
+            exp = self.exp
+            if getattr(exp, "searcher_snapshot", None) is None and getattr(exp, "searcher_shutdown", False):
+                row = self.db.first("SELECT source FROM import_mappings WHERE kind = 'experiments' AND new_id = :e",
+                                    e=str(exp.id))
+                self._imported = str(row.source) if row is not None else None
+        return self._imported
+
+    def imported_reason(self, trial: Any) -> Optional[str]:
+        """Why an imported trial that never ran here ended, in the words of its import: it ran on the source
+        cluster, so nothing here (its process, its operations) says how it ended."""
+        if trial.id in self.ops or getattr(trial, "allocation_id", None) is not None:
+            return None
+        source = self.imported_from()
+        if source is None:
+            return None
+        batches = int(getattr(trial, "total_batches", 0) or 0)
+        last = f"; its last report there was at batch {batches}" if batches else ""
+        if trial.state == "COMPLETED":
+            return f"imported from Determined (cluster {source}), where it COMPLETED{last}"
+        runner = getattr(trial, "runner_status", None)
+        said = f": {runner}" if runner else f", where it was {trial.state}"
+        return f"imported from Determined (cluster {source}){said}{last}"
 
     def status(self, trial: Any) -> Tuple[str, Optional[str]]:
         state = trial.state
@@ -241,13 +311,17 @@ class _Experiment:
             return (STOPPING, "checkpointing before it pauses") if running else (PAUSED, "its experiment is paused")
         if state in ("STOPPING_CANCELED", "STOPPING_KILLED"):
             return STOPPING, "being killed" if state == "STOPPING_KILLED" else "checkpointing before it is canceled"
+        if state in ("COMPLETED", "CANCELED"):
+            imported = self.imported_reason(trial)
+            if imported is not None:
+                return state, imported
         if state == "COMPLETED":
             reason = self.stop_reason(trial)
             if reason is not None:
                 return STOPPED, reason
-            facts = self.facts(trial)
-            if facts is not None and facts.get("rule") == "top":
-                return COMPLETED, (f"reached the top rung ({facts['length']} {self.unit_of_method()}) and was done")
+            recorded = self.recorded(trial)
+            if recorded is not None and recorded[0] == REACHED_TOP:
+                return COMPLETED, recorded[1]
             if self.full is not None:
                 ops = self.ops.get(trial.id)
                 reached = max(ops.completed) if ops is not None and ops.completed else 0

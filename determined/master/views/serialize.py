@@ -89,7 +89,8 @@ def trial(t: Any, status: Optional[Tuple[str, Optional[str]]] = None) -> Dict[st
     """A trial; `status` is its (status, reason) from determined.master.lifecycle.trial_status, when known.
 
     `start_time` is when its first run started (null while it has never run) and `end_time` when it stopped
-    training for good (null until it ended).
+    training for good (null until it ended); `stopped_training_time`, while it has not ended, when it stopped
+    training to wait (null while it trains or waits for a slot to train).
     """
     return {
         "id": t.id,
@@ -104,6 +105,9 @@ def trial(t: Any, status: Optional[Tuple[str, Optional[str]]] = None) -> Dict[st
         "total_batches": t.total_batches,
         "start_time": timestamp(t.start_time) if t.runs else None,
         "end_time": timestamp(t.end_time) if t.state in TRIAL_TERMINAL else None,
+        # The stored end_time of a trial that has not ended is when its last operation completed: it stopped
+        # training then, and waits (for a promotion, the search method, its experiment's activation).
+        "stopped_training_time": timestamp(t.end_time) if t.state not in TRIAL_TERMINAL else None,
         "best_validation": t.best_validation,
         "latest_validation": t.latest_validation,
         "latest_checkpoint_uuid": t.latest_checkpoint_uuid,

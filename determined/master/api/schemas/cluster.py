@@ -14,7 +14,10 @@ class SlotAllocation(Wire):
     experiment_id: int
     owner: str
     description: str
-    trial_state: str
+    trial_state: str = Field(description="its stored state (Determined's): ACTIVE until it ends, whether it runs or waits")
+    trial_status: str = Field(description="what it does now (lifecycle/trial_status.py): RUNNING, WAITING (it keeps "
+                                          "its slot while no trial needs it), STOPPING, ...")
+    trial_status_reason: Optional[str] = Field(description="why, in words (e.g. `training to 800 batches`)")
     experiment_state: str
     slots: int = Field(description="the slots it holds (without a scheduler: the slots it asks for)")
     slot_ids: List[Union[int, str]] = Field(description="local slot indices, or Ray's IP/bundle of each rank")

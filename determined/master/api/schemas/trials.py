@@ -37,6 +37,10 @@ class Trial(Wire):
     total_batches: int
     start_time: Optional[str] = Field(description="when its first run started; null while it never ran")
     end_time: Optional[str] = Field(description="when it stopped training for good; null until it ended")
+    stopped_training_time: Optional[str] = Field(
+        None, description="while it has not ended: when its last operation completed and it stopped training to wait "
+                          "(for a promotion, the search method, its paused experiment); null while it trains or waits "
+                          "for a slot to train, and once it ended (see end_time)")
     best_validation: Optional[float] = Field(description="its best value of the searcher metric")
     latest_validation: Optional[Dict[str, Any]] = Field(description="its latest validation metrics")
     latest_checkpoint_uuid: Optional[str] = None

@@ -8,6 +8,12 @@
   const columns = [
     { key: "version", label: "Version" },
     { key: "creation_time", label: "Registered", optional: true, cell: (v) => det.fmtTime(v.creation_time) },
+    // what users wrote about the version (`det model` and the edit panel below change them)
+    { key: "name", label: "Name", optional: true, value: (v) => v.name || "" },
+    { key: "comment", label: "Comment", optional: true, value: (v) => v.comment || "",
+      cell: (v) => el("span", { class: "version-comment wrap" }, v.comment || "") },
+    { key: "notes", label: "Notes", value: (v) => v.notes || "",
+      cell: (v) => el("span", { class: "version-notes wrap" }, v.notes || "") },
     { key: "uuid", label: "Checkpoint", value: (v) => v.checkpoint.uuid, cell: (v) => el("code", { class: "uuid" }, v.checkpoint.uuid) },
     { key: "actions", label: "", value: () => "", cell: (v) => det.checkpointActions(v.checkpoint) },
     { key: "state", label: "State", value: (v) => v.checkpoint.state, cell: (v) => det.stateBadge(v.checkpoint.state) },
