@@ -1,6 +1,5 @@
 """Import routes (`det import determined`, admin only): one typed batch of a source Determined cluster's rows per
 request, written in one transaction by determined/master/imports/determined.py; the progress of a source."""
-import re
 from typing import Any, Dict
 
 from fastapi import APIRouter, Query, Request
@@ -8,17 +7,9 @@ from fastapi import APIRouter, Query, Request
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.api.schemas import imports as schemas
 from determined.master.imports import determined as importer
-from determined.master.security import auth, request_limits
+from determined.master.security import auth
 
 router = APIRouter()
-
-# A batch of metric or log rows, and experiments with their model definitions, are larger than a plain request.
-request_limits.BODY_LIMITS.extend([
-    ("POST", re.compile(r"^/api/v1/imports/determined/(metrics|logs)/?$"), request_limits.TRIAL_REPORT_BODY,
-     "a batch of imported metric or log rows"),
-    ("POST", re.compile(r"^/api/v1/imports/determined/experiments/?$"), request_limits.UPLOAD_BODY,
-     "a batch of imported experiments with their model definitions"),
-])
 
 
 def _admin(request: Request) -> None:

@@ -23,14 +23,15 @@ import json
 import math
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
-import pydantic_core
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
 from determined.master.db.models import (Base, Checkpoint, Experiment, GroupMetrics, ImportMapping, Model,
                                          ModelVersion, Project, TrainingMetrics, Trial, TrialLog, User,
                                          ValidationMetrics, Workspace, utcnow)
-from determined.master.lifecycle import states
+from determined.master.insights import curves, kept_curves
+from determined.master.lifecycle import best_validation, states
+from determined.master.problems import RequestProblem
 
 NO_PASSWORD = "!imported-without-password"
 """The password hash of an imported user: no password matches it (security/users.check_password) until an admin
@@ -305,6 +306,20 @@ def _note(cluster: str, why: str) -> str:
     return f"Imported from Determined (cluster {cluster}): {why}."
 
 
+def _config(config: Mapping[str, Any], old_id: int) -> Dict[str, Any]:
+    """The experiment's config as Determined stored it, with what this master reads from every experiment's config
+    and a Determined config may lack (one written by hand, or by a release that did not expand it):
+    `reproducibility.experiment_seed` (the source experiment's id when it has none)."""
+    config = dict(config)
+    reproducibility = config.get("reproducibility")
+    reproducibility = dict(reproducibility) if isinstance(reproducibility, Mapping) else {}
+    if not isinstance(reproducibility.get("experiment_seed"), int) or isinstance(
+            reproducibility.get("experiment_seed"), bool):
+        reproducibility["experiment_seed"] = old_id % 2**31
+    config["reproducibility"] = reproducibility
+    return config
+
+
 def import_experiments(s: Session, source: str, rows: Sequence[Mapping[str, Any]], dry_run: bool) -> Result:
     b = _Batch(s, source, "experiments", rows, dry_run=dry_run)
     todo = b.todo(rows)
@@ -333,7 +348,8 @@ def import_experiments(s: Session, source: str, rows: Sequence[Mapping[str, Any]
         if why:
             notes = (notes + "\n\n" if notes else "") + _note(source, why)
         start = _time(row.get("start_time")) or utcnow()
-        exp = Experiment(state=state, config=dict(row["config"]), model_def=model_def, owner=owner, owner_id=owner_id,
+        exp = Experiment(state=state, config=_config(row["config"], int(row["id"])), model_def=model_def, owner=owner,
+                         owner_id=owner_id,
                          archived=bool(row.get("archived")), searcher_snapshot=None, searcher_shutdown=True,
                          searcher_failure=state == states.ERROR, progress=float(row.get("progress") or 0.0),
                          start_time=start, end_time=_time(row.get("end_time")) or start,
@@ -405,92 +421,170 @@ def _finite(value: Any) -> Optional[float]:
     return float(value) if math.isfinite(value) else None
 
 
-def _json_text(value: Any) -> str:
-    """JSON text of a metric cell for COPY: pydantic-core's encoder (Rust), ~5x json.dumps on small objects."""
-    return pydantic_core.to_json(value).decode()
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
-MetricCells = Tuple[int, int, Optional[str], int, Any, Optional[Dict[str, Any]], Optional[List[Any]], bool]
+def _json_problem(metrics: str, batch_metrics: Optional[str]) -> Optional[str]:
+    """Why a row's metric cells (JSON text) cannot be stored, or None: each must be valid JSON (no NaN or Infinity,
+    which PostgreSQL's json refuses too) of an object (`metrics`) and a list (`batch_metrics`)."""
+    for name, text, kind in (("metrics", metrics, dict), ("batch_metrics", batch_metrics, list)):
+        if text is None:
+            continue
+        try:
+            value = json.loads(text, parse_constant=_no_constant)
+        except ValueError as e:
+            return f"its {name} are not valid JSON ({e})"
+        if not isinstance(value, kind):
+            return f"its {name} are not a JSON {'object' if kind is dict else 'list'}"
+    return None
+
+
+MetricCells = Tuple[int, int, Optional[str], int, Any, Optional[str], Optional[str], bool]
 """A metric row as the route sends it (schemas.imports.METRIC_COLUMNS): id, trial_id, group, total_batches,
-end_time, metrics, batch_metrics, archived."""
+end_time, metrics (JSON text of an object), batch_metrics (JSON text of a list), archived."""
+
+_METRIC_TABLES: Dict[str, Tuple[Type[Base], Tuple[str, ...]]] = {
+    "TRAINING": (TrainingMetrics, ("trial_id", "steps_completed", "metrics", "batch_metrics", "end_time")),
+    "VALIDATION": (ValidationMetrics, ("trial_id", "steps_completed", "metrics", "end_time")),
+    "GENERIC": (GroupMetrics, ("trial_id", "group_name", "steps_completed", "metrics", "end_time")),
+}
 
 
 def import_metrics(s: Session, source: str, table: str, partition: str, rows: Sequence[MetricCells],
                    dry_run: bool) -> Result:
     """Metric rows of one source table (`table`, e.g. `metrics:TRAINING`, every row of `partition`), sent in
     increasing source id, as cells (MetricCells). One COPY per batch, one query for its trials' mapping and one for
-    the trials (and their experiments) whose totals and best validations change."""
+    the trials (and their experiments) whose totals and best validations change.
+
+    The metric cells are JSON text and go to the table as they came: on PostgreSQL its json input checks them (a
+    batch it refuses is checked here row by row, the bad rows skipped with the reason, and the rest written); on
+    SQLite (and in a dry run) each is parsed here. Validation rows are parsed for the best and latest validation."""
     result = Result()
     mark = watermark(s, source, table)
     fresh = [r for r in rows if r[0] > mark]
     result.already = len(rows) - len(fresh)
-    trials = _ids(s, source, "trials", {r[1] for r in fresh})
+    trials = {int(old): new for old, new in _ids(s, source, "trials", {r[1] for r in fresh}).items()}
     values: List[Tuple[Any, ...]] = []
+    ids: List[int] = []  # the source id of each of `values`
     validations: Dict[int, List[Tuple[int, Mapping[str, Any]]]] = {}
     most: Dict[int, int] = {}
     now = utcnow()
-    dumps = _json_text
     training, validating = partition == "TRAINING", partition == "VALIDATION"
+    check_here = dry_run or s.connection().dialect.name != "postgresql"
     for old_id, old_trial, group, steps, end, metrics, batch_metrics, archived in fresh:
         if archived:
             result.skip(f"{table}:{old_id}", "archived in Determined (superseded after the trial restarted from "
                                              "an earlier checkpoint)")
             continue
-        trial = trials.get(str(old_trial))
+        trial = trials.get(old_trial)
         if trial is None and not dry_run:
             result.skip(f"{table}:{old_id}", f"its trial {old_trial} was not imported")
+            continue
+        metrics = metrics or "{}"
+        if validating:
+            problem = _json_problem(metrics, None)
+            if problem is None:
+                validations.setdefault(trial, []).append((steps, json.loads(metrics)))
+        else:
+            problem = _json_problem(metrics, batch_metrics) if check_here else None
+        if problem:
+            result.skip(f"{table}:{old_id}", problem)
             continue
         result.imported += 1
         if dry_run:
             continue
-        metrics = metrics or {}
         end = _time(end) or now
-        if training:  # COPY's text cells: the json columns as JSON text
-            values.append((trial, steps, dumps(metrics), dumps(batch_metrics or []), end))
+        if training:  # COPY's text cells: the json columns as the JSON text that came
+            values.append((trial, steps, metrics, batch_metrics or "[]", end))
         elif validating:
-            values.append((trial, steps, dumps(metrics), end))
-            validations.setdefault(trial, []).append((steps, metrics))
+            values.append((trial, steps, metrics, end))
         else:
-            values.append((trial, group or partition.lower(), steps, dumps(metrics), end))
+            values.append((trial, group or partition.lower(), steps, metrics, end))
+        ids.append(old_id)
         if training or validating:
             most[trial] = max(most.get(trial, 0), steps)
         else:
             most.setdefault(trial, 0)
     if dry_run:
         return result
-    if training:
-        _copy_or_insert(s, TrainingMetrics, ("trial_id", "steps_completed", "metrics", "batch_metrics", "end_time"),
-                        values, set(), encoded={"metrics", "batch_metrics"})
-    elif validating:
-        _copy_or_insert(s, ValidationMetrics, ("trial_id", "steps_completed", "metrics", "end_time"), values, set(),
-                        encoded={"metrics"})
-    else:
-        _copy_or_insert(s, GroupMetrics, ("trial_id", "group_name", "steps_completed", "metrics", "end_time"), values,
-                        set(), encoded={"metrics"})
-    _update_trials(s, most, validations)
+    model, columns = _METRIC_TABLES[partition]
+    _write_metric_rows(s, table, model, columns, values, ids, result)
+    touched = {v[0] for v in values}
+    _update_trials(s, {t: n for t, n in most.items() if t in touched}, validations)
     if rows:
         _set_watermark(s, source, table, max(r[0] for r in rows))
     return result
 
 
+def _write_metric_rows(s: Session, table: str, model: Type[Base], columns: Tuple[str, ...],
+                       values: List[Tuple[Any, ...]], ids: List[int], result: Result) -> None:
+    """COPY the rows (their JSON cells as text) in a savepoint. When PostgreSQL refuses the batch, the rows are
+    checked here one by one: the bad ones are skipped with the reason (taken out of `values`, `ids` and the count)
+    and the rest written."""
+    if s.connection().dialect.name != "postgresql":
+        _copy_or_insert(s, model, columns, values, set(), encoded=[c for c in columns if c in _JSON_COLUMNS])
+        return
+    import psycopg
+
+    json_at = [i for i, c in enumerate(columns) if c in _JSON_COLUMNS]
+    try:
+        with s.begin_nested():
+            _copy_or_insert(s, model, columns, values, set())
+        return
+    except psycopg.DataError as e:
+        refusal = str(e).strip().splitlines()[0]
+    kept_values, kept_ids = [], []
+    for value, old_id in zip(values, ids):
+        cells = [value[i] for i in json_at]
+        problem = _json_problem(cells[0], cells[1] if len(cells) > 1 else None)
+        if problem:
+            result.skip(f"{table}:{old_id}", problem)
+            result.imported -= 1
+        else:
+            kept_values.append(value)
+            kept_ids.append(old_id)
+    values[:], ids[:] = kept_values, kept_ids
+    try:
+        with s.begin_nested():
+            _copy_or_insert(s, model, columns, values, set())
+    except psycopg.DataError as e:
+        raise RequestProblem(400, f"the database refused this batch of {table}'s metric rows: "
+                                  f"{str(e).strip().splitlines()[0]} (first: {refusal})", [
+            "nothing of the batch was imported; a source row whose metrics PostgreSQL cannot store as json "
+            "must be fixed in the source"]) from None
+
+
+_JSON_COLUMNS = ("metrics", "batch_metrics")
+
+
 def _update_trials(s: Session, most: Mapping[int, int],
                    validations: Mapping[int, List[Tuple[int, Mapping[str, Any]]]]) -> None:
     """The trials' new metrics (`most`: trial -> its largest total batches in the batch): total batches, latest and
-    best validation and the experiment's best, and a new metrics version (its kept learning curves are out of
-    date). The trials and their experiments are read in one query each."""
+    best validation and the experiment's best, and a new metrics version. The trials and their experiments are read
+    in one query each.
+
+    Their learning curves are read again from their points: imported rows are no reports after the last (a source
+    table comes in id order, not in steps, and a trial's id may be one a deleted trial had here), so the curves kept
+    in the database are dropped in this transaction and the in-memory ones may not be caught up
+    (insights/kept_curves.forget, CurveCache.rewritten), as when a trial's stored reports are replaced."""
     if not most:
         return
     with s.no_autoflush:
         found = {t.id: t for t in s.scalars(select(Trial).where(Trial.id.in_(sorted(most))))}
         exp_ids = sorted({t.experiment_id for t in found.values() if t.id in validations})
         exps = {e.id: e for e in s.scalars(select(Experiment).where(Experiment.id.in_(exp_ids)))} if exp_ids else {}
+    kept_curves.forget(s.connection(), sorted(found))
+    cache = curves.cache_of(s.get_bind())
+    for trial in found.values():
+        cache.rewritten(trial.id, (trial.metrics_version or 0) + 1)
     for trial_id in sorted(most):
         trial = found.get(trial_id)
         if trial is not None:
-            _update_trial(trial, exps.get(trial.experiment_id), most[trial_id], validations.get(trial_id, []))
+            _update_trial(s, trial, exps.get(trial.experiment_id), most[trial_id], validations.get(trial_id, []))
 
 
-def _update_trial(trial: Trial, exp: Optional[Experiment], steps: int,
+def _update_trial(s: Session, trial: Trial, exp: Optional[Experiment], steps: int,
                   validations: List[Tuple[int, Mapping[str, Any]]]) -> None:
     trial.total_batches = max(trial.total_batches or 0, steps)
     trial.metrics_version = (trial.metrics_version or 0) + 1
@@ -507,12 +601,10 @@ def _update_trial(trial: Trial, exp: Optional[Experiment], steps: int,
         value = _finite(metrics.get(metric)) if metric else None
         if value is None:
             continue
-        if trial.best_validation is None or (value < trial.best_validation if smaller else value > trial.best_validation):
+        if exp is not None:  # the one order of "best" (metric, more batches, lower trial id), as a live report
+            best_validation.record_best(s, exp, trial, steps_done, value)
+        elif trial.best_validation is None or (value < trial.best_validation if smaller else value > trial.best_validation):
             trial.best_validation = value
-        if exp is not None and (exp.best_validation is None or (
-                value < exp.best_validation if smaller else value > exp.best_validation)):
-            exp.best_validation = value
-            exp.best_trial_id = trial.id
 
 
 def import_logs(s: Session, source: str, table: str, rows: Sequence[Mapping[str, Any]], dry_run: bool) -> Result:
