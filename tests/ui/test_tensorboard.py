@@ -77,7 +77,7 @@ def test_trials_write_event_files_and_det_tensorboard_serves_them(ui_master: Dic
     remote = trials[0]
     shutil.rmtree(_tensorboard.trial_dir(root, asha, remote))
     monkeypatch.setenv("DET_MASTER", url)
-    code, out, err = det(capsys, "tensorboard", "start", str(asha), "--json")
+    code, out, err = det(capsys, "tensorboard", "start", "--local", str(asha), "--json")
     assert code == 0, err
     instance = json.loads(out)
     try:
@@ -92,13 +92,13 @@ def test_trials_write_event_files_and_det_tensorboard_serves_them(ui_master: Dic
         tags = httpx.get(instance["url"] + "data/plugin/scalars/tags", timeout=10).json()
         assert "validation/validation_loss" in tags[f"trial_{remote}"]
 
-        code, out, err = det(capsys, "tensorboard", "list", "--json")
+        code, out, err = det(capsys, "tensorboard", "list", "--local", "--json")
         assert [i["id"] for i in json.loads(out)] == [instance["id"]]
     finally:
-        code, out, err = det(capsys, "tensorboard", "kill", instance["id"])
+        code, out, err = det(capsys, "tensorboard", "kill", "--local", instance["id"])
     assert code == 0, err
     with pytest.raises(httpx.HTTPError):
         httpx.get(instance["url"], timeout=3)
-    assert json.loads(det(capsys, "tensorboard", "list", "--json")[1]) == []
-    code, out, err = det(capsys, "tensorboard", "kill", instance["id"])
+    assert json.loads(det(capsys, "tensorboard", "list", "--local", "--json")[1]) == []
+    code, out, err = det(capsys, "tensorboard", "kill", "--local", instance["id"])
     assert code == 1 and "no TensorBoard with id" in err

@@ -1,0 +1,420 @@
+"""The master's proxy: `/proxy/<task id>/...`, HTTP and WebSocket, to the server of an interactive task (JupyterLab,
+TensorBoard) listening on 127.0.0.1.
+
+An ASGI middleware (mounted in app.py inside the Host check and the security headers, before the API's auth and
+body limits, which are the API's own), because it relays any method, streamed bodies and WebSockets. Each request:
+  1. who: `Authorization: Bearer <master token>`, else the proxy's cookie of this task (tasks/access.py), else a
+     one-time `?det_open=<code>` (traded for that cookie, then a redirect to the same path without it); none: 401;
+  2. may they: the task's owner or an admin (a TensorBoard: every user), the user active; else 403;
+  3. the task runs on this master (else 503 naming its state);
+  4. the request goes on without the master's credentials (its Authorization header and the proxy's cookie are
+     dropped) and with the task's own secret (JupyterLab's token) added; hop-by-hop headers are dropped both ways,
+     the body is bounded (MAX_BODY_BYTES), and a redirect of the task may only lead inside /proxy/<task id>/.
+"""
+import asyncio
+import hashlib
+import logging
+import time
+import re
+import urllib.parse
+from typing import Any, Dict, List, Optional, Tuple
+
+import anyio.to_thread
+import httpx
+
+from determined.master.db import User
+from determined.master.db.models import Task
+from determined.master.security import auth
+from determined.master.tasks import access, records, states
+
+logger = logging.getLogger("determined.master")
+
+PREFIX = "/proxy/"
+ALLOWED_TTL_S = 2.0
+MAX_CACHED = 10_000
+MAX_BODY_BYTES = 1024 * 2**20  # one request's body (a notebook upload)
+_TASK_ID = re.compile(r"^[0-9a-fA-F-]{1,64}$")
+_HOP = {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer", b"trailers",
+        b"transfer-encoding", b"upgrade", b"host", b"content-length"}
+_WS_DROP = _HOP | {b"sec-websocket-key", b"sec-websocket-version", b"sec-websocket-extensions",
+                   b"sec-websocket-protocol", b"origin", b"authorization", b"cookie"}
+
+
+def _split(path: str) -> Tuple[str, str]:
+    """(task id, the rest of the path after /proxy/<id>) of a proxy path."""
+    rest = path[len(PREFIX):]
+    task_id, slash, tail = rest.partition("/")
+    return task_id, (slash + tail)
+
+
+async def _answer(send: Any, status: int, text: str, headers: Optional[List[Tuple[bytes, bytes]]] = None) -> None:
+    body = text.encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"cache-control", b"no-store"),
+                            (b"content-length", str(len(body)).encode())] + (headers or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+class TaskProxyMiddleware:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._client: Optional[httpx.AsyncClient] = None
+        # (credential, task) -> (until, decision): a page of JupyterLab sends dozens of requests at once, each
+        # would read the database; a decision to let one through is kept ALLOWED_TTL_S (a revoked token or a
+        # deactivated user is refused at most that much later). Refusals are never kept.
+        self._allowed: Dict[str, Tuple[float, Any]] = {}
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0), follow_redirects=False,
+                                             trust_env=False)
+        return self._client
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket") or not scope["path"].startswith(PREFIX):
+            await self.app(scope, receive, send)
+            return
+        task_id, rest = _split(scope["path"])
+        websocket = scope["type"] == "websocket"
+        if not _TASK_ID.match(task_id):
+            await self._refuse(scope, receive, send, 404, "no such task: /proxy/<task id>/ (see `det task list`)")
+            return
+        if not rest and not websocket:  # /proxy/<id> -> /proxy/<id>/ (a path of ours only: no open redirect)
+            await _answer(send, 307, "", [(b"location", f"{PREFIX}{task_id}/".encode())])
+            return
+        headers = [(k.lower(), v) for k, v in scope.get("headers") or []]
+        query = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        code = next((v for k, v in query if k == "det_open"), None)
+        master = scope["app"].state.master if "app" in scope else None
+        if master is None:
+            await self.app(scope, receive, send)
+            return
+        app = scope["app"]
+        key = _credential_key(headers, task_id) if code is None else None
+        decided = self._allowed.get(key) if key is not None else None
+        if decided is None or decided[0] < time.monotonic():
+            decided = None
+            result = await anyio.to_thread.run_sync(self._decide, app, master, task_id, headers, code)
+            if key is not None and result[0] == 200:
+                if len(self._allowed) > MAX_CACHED:
+                    self._allowed.clear()
+                self._allowed[key] = (time.monotonic() + ALLOWED_TTL_S, result)
+        else:
+            result = decided[1]
+            runner = getattr(master, "tasks", None)
+            if runner is None or runner.endpoint(task_id) is None:  # it ended meanwhile: decide again
+                result = await anyio.to_thread.run_sync(self._decide, app, master, task_id, headers, code)
+        decided = result
+        status, message, cookie, endpoint = decided
+        if status != 200:
+            await self._refuse(scope, receive, send, status, message)
+            return
+        if cookie is not None and not websocket:  # a spent open code: the cookie, and the path without the code
+            kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "det_open"])
+            location = f"{PREFIX}{task_id}{rest}" + (f"?{kept}" if kept else "")
+            await _answer(send, 303, "", [
+                (b"location", location.encode("latin-1", "replace")),
+                (b"set-cookie", (f"{access.cookie_name(task_id)}={cookie}; Path={PREFIX}{task_id}/; HttpOnly; "
+                                 "SameSite=Lax").encode())])
+            return
+        assert endpoint is not None
+        runner = getattr(master, "tasks", None)
+        if runner is not None:
+            runner.note_proxy_activity(task_id)
+        port, secret, task_type = endpoint
+        if task_type == states.SHELL:  # its SSH server's TCP stream, carried by a WebSocket
+            if websocket:
+                await self._relay_tcp(receive, send, task_id, port)
+            else:
+                await _answer(send, 400, f"task {task_id} is a shell: its SSH stream is a WebSocket; connect with "
+                                         f"`det shell open {task_id}`")
+        elif websocket:
+            await self._relay_websocket(scope, receive, send, task_id, port, secret, headers)
+        else:
+            await self._relay_http(scope, receive, send, task_id, port, secret, headers)
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any, status: int, message: str) -> None:
+        if scope["type"] == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})  # uvicorn answers 403
+            return
+        extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+        await _answer(send, status, message, extra)
+
+    # ------------------------------------------------------------ who
+
+    @staticmethod
+    def _decide(app: Any, master: Any, task_id: str, headers: List[Tuple[bytes, bytes]], code: Optional[str]
+                ) -> Tuple[int, str, Optional[str], Optional[Tuple[int, Optional[str], str]]]:
+        """(status, message, a new cookie, the task's (port, secret, type))."""
+        store = access.access_of(app)
+        token = auth.bearer({k.decode("latin-1"): v.decode("latin-1") for k, v in headers})
+        cookie_value = _cookie(headers, access.cookie_name(task_id))
+        new_cookie: Optional[str] = None
+        with master.read() as s:
+            principal: Optional[auth.Principal] = None
+            if token is not None:
+                principal = auth.resolve(s, token)
+                if principal is None:
+                    return 401, "invalid or expired token: log in again with `det user login USER`", None, None
+            else:
+                user_id: Optional[int] = None
+                if cookie_value:
+                    user_id = store.session_user(cookie_value, task_id)
+                if user_id is None and code:
+                    redeemed = store.redeem(code, task_id)
+                    if redeemed is not None:
+                        new_cookie, user_id = redeemed
+                if user_id is None:
+                    return 401, ("log in first: open the task from the web UI's Tasks page or with `det notebook open "
+                                 "ID` (a one-time address), or send Authorization: Bearer <token>"), None, None
+                user = s.get(User, user_id)
+                if user is None or not user.active:
+                    return 401, "the user of this session is no longer active", None, None
+                principal = auth.Principal(user.username, user.id, bool(user.admin))
+            task = s.get(Task, task_id)
+            if task is None:
+                return 404, f"no such task {task_id!r} (see `det task list`)", None, None
+            if not records.may_open(principal, task):
+                return 403, (f"task {task_id} is {task.owner!r}'s: only {task.owner!r} or an admin may open it "
+                             f"(you are {principal.username!r})"), None, None
+            if new_cookie is not None:
+                return 200, "", new_cookie, (0, None, task.task_type)
+            state = task.state
+        runner = getattr(master, "tasks", None)
+        endpoint = runner.endpoint(task_id) if runner is not None else None
+        if endpoint is None or state not in (states.STARTING, states.RUNNING):
+            return 503, f"task {task_id} has no running server ({state}); see `det task logs {task_id}`", None, None
+        return 200, "", None, endpoint
+
+    # ------------------------------------------------------------ HTTP
+
+    async def _relay_http(self, scope: Any, receive: Any, send: Any, task_id: str, port: int, secret: Optional[str],
+                          headers: List[Tuple[bytes, bytes]]) -> None:
+        outgoing = _forward_headers(headers, task_id, secret, port)
+        url = f"http://127.0.0.1:{port}{_raw_path(scope)}"
+        query = scope.get("query_string", b"")
+        if query:
+            url += "?" + query.decode("latin-1")
+        size = 0
+        too_large = False
+
+        async def body() -> Any:
+            nonlocal size, too_large
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    too_large = True
+                    raise ValueError("request body too large")
+                if chunk:
+                    yield chunk
+                if not message.get("more_body", False):
+                    return
+
+        client = self._http()
+        has_body = any(k in (b"content-length", b"transfer-encoding") for k, _ in headers)
+        request = client.build_request(scope["method"], url, headers=outgoing, content=body() if has_body else None)
+        try:
+            upstream = await client.send(request, stream=True)
+        except (httpx.HTTPError, ValueError) as e:
+            if too_large:
+                await _answer(send, 413, f"the request body is over {MAX_BODY_BYTES // 2**20} MiB")
+            else:
+                await _answer(send, 502, f"task {task_id} did not answer: {e.__class__.__name__}")
+            return
+        try:
+            answer_headers = _answer_headers(upstream.headers.raw, task_id, port)
+            if answer_headers is None:
+                await _answer(send, 502, f"task {task_id} redirected outside /proxy/{task_id}/; refused")
+                return
+            await send({"type": "http.response.start", "status": upstream.status_code, "headers": answer_headers})
+            async for chunk in upstream.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except httpx.HTTPError:
+            logger.info("task %s: the answer ended early", task_id)
+        finally:
+            await upstream.aclose()
+
+    # ------------------------------------------------------------ WebSocket
+
+    async def _relay_tcp(self, receive: Any, send: Any, task_id: str, port: int) -> None:
+        """A shell: the WebSocket's binary frames to the task's SSH server and back (ssh's ProxyCommand)."""
+        first = await receive()
+        if first["type"] != "websocket.connect":
+            return
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError as e:
+            await send({"type": "websocket.close", "code": 1011, "reason": f"task {task_id}: {e.__class__.__name__}"})
+            return
+        await send({"type": "websocket.accept"})
+
+        async def client_to_task() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                data = message.get("bytes")
+                if data is None and message.get("text") is not None:
+                    data = message["text"].encode()
+                if data:
+                    writer.write(data)
+                    await writer.drain()
+
+        async def task_to_client() -> None:
+            while True:
+                data = await reader.read(1 << 18)
+                if not data:
+                    await send({"type": "websocket.close", "code": 1000})
+                    return
+                await send({"type": "websocket.send", "bytes": data})
+
+        tasks = [asyncio.ensure_future(client_to_task()), asyncio.ensure_future(task_to_client())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            writer.close()
+
+    async def _relay_websocket(self, scope: Any, receive: Any, send: Any, task_id: str, port: int,
+                               secret: Optional[str], headers: List[Tuple[bytes, bytes]]) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+        first = await receive()
+        if first["type"] != "websocket.connect":
+            return
+        extra = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers if k not in _WS_DROP]
+        cookie = _strip_cookie(headers, task_id)
+        if cookie:
+            extra.append(("Cookie", cookie))
+        if secret:
+            extra.append(("Authorization", f"token {secret}"))
+        url = f"ws://127.0.0.1:{port}{_raw_path(scope)}"
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        try:
+            upstream = await connect(url, additional_headers=extra, subprotocols=scope.get("subprotocols") or None,
+                                     origin=f"http://127.0.0.1:{port}", max_size=None, compression=None,
+                                     open_timeout=10, ping_interval=None, proxy=None)
+        except (OSError, InvalidStatus, asyncio.TimeoutError) as e:
+            await send({"type": "websocket.close", "code": 1011, "reason": f"task {task_id}: {e.__class__.__name__}"})
+            return
+        await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
+
+        async def client_to_task() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    await upstream.close()
+                    return
+                if message.get("bytes") is not None:
+                    await upstream.send(message["bytes"])
+                elif message.get("text") is not None:
+                    await upstream.send(message["text"])
+
+        async def task_to_client() -> None:
+            try:
+                async for data in upstream:
+                    if isinstance(data, bytes):
+                        await send({"type": "websocket.send", "bytes": data})
+                    else:
+                        await send({"type": "websocket.send", "text": data})
+            except ConnectionClosed:
+                pass
+            await send({"type": "websocket.close", "code": upstream.close_code or 1000})
+
+        tasks = [asyncio.ensure_future(client_to_task()), asyncio.ensure_future(task_to_client())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await upstream.close()
+
+
+def _raw_path(scope: Any) -> str:
+    """The request's path as the client sent it (still percent-encoded: `%2F` and `%3F` in a file name stay
+    themselves), which the proxy's own check of `/proxy/<id>/` read decoded."""
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes) and raw.startswith(PREFIX.encode()):
+        return raw.decode("latin-1")
+    return urllib.parse.quote(scope["path"])
+
+
+def _credential_key(headers: List[Tuple[bytes, bytes]], task_id: str) -> Optional[str]:
+    """What identifies the sender of a request to a task (its bearer token or the proxy's cookie), hashed."""
+    token = auth.bearer({k.decode("latin-1"): v.decode("latin-1") for k, v in headers})
+    value = token if token is not None else _cookie(headers, access.cookie_name(task_id))
+    if not value:
+        return None
+    return hashlib.sha256(f"{task_id}\0{'b' if token is not None else 'c'}\0{value}".encode()).hexdigest()
+
+
+def _cookie(headers: List[Tuple[bytes, bytes]], name: str) -> Optional[str]:
+    for key, value in headers:
+        if key == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                k, _, v = part.strip().partition("=")
+                if k == name:
+                    return v
+    return None
+
+
+def _strip_cookie(headers: List[Tuple[bytes, bytes]], task_id: str) -> str:
+    """The request's cookies but the proxy's own (of every task): the task never sees them."""
+    parts = []
+    for key, value in headers:
+        if key == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                name = part.strip().partition("=")[0]
+                if part.strip() and not name.startswith(access.COOKIE_PREFIX):
+                    parts.append(part.strip())
+    del task_id
+    return "; ".join(parts)
+
+
+def _forward_headers(headers: List[Tuple[bytes, bytes]], task_id: str, secret: Optional[str],
+                     port: int) -> List[Tuple[bytes, bytes]]:
+    out = [(k, v) for k, v in headers if k not in _HOP and k not in (b"authorization", b"cookie", b"origin",
+                                                                    b"referer", b"forwarded")
+           and not k.startswith(b"x-forwarded-")]
+    cookie = _strip_cookie(headers, task_id)
+    if cookie:
+        out.append((b"cookie", cookie.encode("latin-1")))
+    if secret:
+        out.append((b"authorization", f"token {secret}".encode()))
+    out.append((b"host", f"127.0.0.1:{port}".encode()))
+    return out
+
+
+def _answer_headers(raw: List[Tuple[bytes, bytes]], task_id: str, port: int) -> Optional[List[Tuple[bytes, bytes]]]:
+    """The task's answer headers to pass on; None when it redirects outside its own /proxy/<id>/ (refused)."""
+    out = []
+    own = f"{PREFIX}{task_id}/"
+    for key, value in raw:
+        k = key.lower()
+        if k in _HOP - {b"content-length"}:
+            continue
+        if k == b"set-cookie" and value.decode("latin-1").lstrip().startswith(access.COOKIE_PREFIX):
+            continue
+        if k == b"location":
+            target = value.decode("latin-1").strip()
+            parts = urllib.parse.urlsplit(target)
+            if parts.scheme or parts.netloc:
+                if parts.netloc not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+                    return None
+                target = urllib.parse.urlunsplit(("", "", parts.path, parts.query, parts.fragment))
+            if target.startswith("/") and not target.startswith(own):
+                return None
+            if target.startswith("//") or "\\" in target:
+                return None
+            value = target.encode("latin-1")
+        out.append((k, value))
+    return out
