@@ -39,7 +39,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadscope
 test: $(STAMP_DEV)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q $(XDIST)
-	DET_TEST_DB=postgres $(BIN)/python -m pytest -q $(XDIST) -p tests._postgres tests/master tests/client tests/server tests/auth tests/importer
+	DET_TEST_DB=postgres $(BIN)/python -m pytest -q $(XDIST) -p tests._postgres tests/master tests/client tests/server tests/auth tests/importer tests/scheduling
 
 bench: $(STAMP_DEV)
 	$(BIN)/python benchmarks/pytorch_overhead.py

@@ -17,16 +17,32 @@ def _load_raw(path: str) -> Dict[str, Any]:
     return det_config.load_config_file(path)
 
 
-def _print_notes(raw: Dict[str, Any]) -> None:
-    """One line per config field that has no effect here (an invalid config is reported by the command)."""
+def _print_notes(raw: Dict[str, Any], master: Optional[str] = None) -> None:
+    """One line per config field that has no effect here (an invalid config is reported by the command); whether
+    bind_mounts do depends on the master it goes to (`master`, a configured URL: its GET /master/info says)."""
     from determined import config as det_config
 
     try:
         canonical = det_config.load_experiment_config(raw)
     except det_config.InvalidExperimentConfig:
         return
-    for note in det_config.no_effect_notes(canonical):
+    sandboxed = _trials_sandboxed(master) if canonical.get("bind_mounts") else None
+    for note in det_config.no_effect_notes(canonical, sandboxed=sandboxed):
         print(f"note: {note}", file=sys.stderr)
+
+
+def _trials_sandboxed(master: Optional[str]) -> Optional[bool]:
+    """Whether the configured master runs trials in a sandbox (None: no master configured, or no answer)."""
+    if not master:
+        return None
+    import httpx
+
+    try:
+        answer = httpx.get(f"{master.rstrip('/')}/api/v1/master/info", timeout=5.0)
+        value = answer.json().get("trials_sandboxed") if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, bool) else None
 
 
 def _apply_cpu_slots(args: argparse.Namespace) -> None:
@@ -66,7 +82,8 @@ def create(args: argparse.Namespace) -> int:
     from determined.experimental import _connect, _native, _run
 
     template = _template_config(args)
-    _print_notes(merge_template(raw, template) if template is not None else raw)
+    _print_notes(merge_template(raw, template) if template is not None else raw,
+                 None if args.local else _connect.configured_master(args.master))
     if template is not None and args.test_mode:
         raw, template = merge_template(raw, template), None  # test mode changes the merged config
     if args.local and args.test_mode:

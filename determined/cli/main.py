@@ -36,6 +36,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     from determined.cli import (checkpoint, deploy, experiment, import_cmd, master, model, preview, template,
                                 tensorboard, trial, user, workspace)
+    from determined.cli import cmd, notebook, shell, task
+    from determined.cli import agent, job, resource_pool
 
     parser = _Parser(prog="det", description="Train Determined Trials: experiments, trials, checkpoints.")
     parser.add_argument("-m", "--master", default=None,
@@ -57,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     template.add_parser(sub)
     deploy.add_parser(sub)
     import_cmd.add_parser(sub)
+    cmd.add_parser(sub)
+    notebook.add_parser(sub)
+    shell.add_parser(sub)
+    task.add_parser(sub)
+    job.add_parser(sub)
+    resource_pool.add_parser(sub)
+    agent.add_parser(sub)
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=lambda args: print(f"det {determined.__version__}") or 0)
     return parser

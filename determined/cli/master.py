@@ -10,7 +10,10 @@ from determined import common, errors
 DEFAULT_PORT = 8080
 _CONFIG_KEYS = ("host", "port", "db", "data_dir", "cpu_slots", "preemption_timeout", "resource_manager", "ray_address",
                 "ray_slot_type", "ray_cpus_per_slot", "allowed_hosts", "checkpoint_storage_roots", "trial_user",
-                "log_line_max_bytes", "trial_log_max_bytes")
+                "log_line_max_bytes", "trial_log_max_bytes", "checkpoint_storage_endpoints", "resource_pools")
+# Config-file keys of interactive tasks (determined/master/tasks/): seconds of idleness before a notebook (null: never,
+# Determined's default) or a TensorBoard (300) is killed.
+_CONFIG_KEYS += ("notebook_timeout", "tensorboard_timeout")
 
 
 def _load_config_file(path: str) -> Dict[str, Any]:
@@ -38,9 +41,15 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
                                 "cpu_slots": None, "preemption_timeout": None, "resource_manager": "local",
                                 "ray_address": None, "ray_slot_type": None, "ray_cpus_per_slot": None,
                                 "allowed_hosts": None, "checkpoint_storage_roots": None, "trial_user": None,
-                                "log_line_max_bytes": None, "trial_log_max_bytes": None}
+                                "log_line_max_bytes": None, "trial_log_max_bytes": None,
+                                "checkpoint_storage_endpoints": None, "resource_pools": None}
     if args.config:
         settings.update(_load_config_file(args.config))
+        section = settings["resource_manager"]
+        if isinstance(section, dict):  # Determined's form: {type, scheduler, default pools, priority_limit}
+            kind = section.get("type", "local")
+            settings["resource_manager"] = "local" if kind == "agent" else kind
+            settings["resource_manager_section"] = section
     for key in _CONFIG_KEYS:
         value = getattr(args, key, None)
         if value is not None:
@@ -56,7 +65,12 @@ def _settings(args: argparse.Namespace) -> Dict[str, Any]:
     timeout = settings["preemption_timeout"]
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise errors.DeterminedError(f"--preemption-timeout must be a positive number of seconds, not {timeout!r}")
+    _resource_manager_section(settings)
     _check_ray_settings(settings)
+    for key in ("notebook_timeout", "tensorboard_timeout"):
+        value = settings.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise errors.DeterminedError(f"{key}: expected a positive number of seconds (or null), got {value!r}")
     from determined.master.security.web_security import check_allowed_hosts_setting
 
     try:
@@ -71,12 +85,17 @@ def _check_server_settings(settings: Dict[str, Any]) -> None:
     roots = settings["checkpoint_storage_roots"]
     if roots is not None and (not isinstance(roots, list) or not all(isinstance(r, str) and r for r in roots)):
         raise errors.DeterminedError(f"checkpoint_storage_roots: expected a list of absolute directories, not {roots!r}")
+    endpoints = settings["checkpoint_storage_endpoints"]
+    if endpoints is not None:
+        from determined.master.storage.storage_endpoints import resolve_endpoints
+
+        if not isinstance(endpoints, list):
+            raise errors.DeterminedError(f"checkpoint_storage_endpoints: expected a list of URLs such as "
+                                         f"http://minio.internal:9000, not {endpoints!r}")
+        resolve_endpoints(endpoints)
     user = settings["trial_user"]
     if user is not None and (isinstance(user, bool) or not isinstance(user, (str, int)) or user == ""):
         raise errors.DeterminedError(f"trial_user: expected an OS user name or uid, not {user!r}")
-    if settings["trial_user"] is not None and settings["resource_manager"] == "ray":
-        raise errors.DeterminedError("trial_user runs trials on this machine as another OS user; with "
-                                     "--resource-manager ray trials run as the Ray workers' user: remove trial_user")
 
 
 def _log_limits(settings: Dict[str, Any]) -> Any:
@@ -99,6 +118,19 @@ def _trial_user(settings: Dict[str, Any]) -> Any:
         return resolve_trial_user(settings["trial_user"])
     except ValueError as e:
         raise errors.DeterminedError(str(e)) from None
+
+
+def _resource_manager_section(settings: Dict[str, Any]) -> None:
+    """Determined's master config gives `resource_manager` as a mapping (`type`, `scheduler`, the default pools,
+    `priority_limit`) beside `resource_pools`; here `type` is local (Determined's `agent`: this machine's slots) or
+    ray. The mapping and the pools become `settings["pools"]` (scheduling/pools.py), refused with the field named."""
+    section = settings.pop("resource_manager_section", None)
+    from determined.master.scheduling import pools
+
+    try:
+        settings["pools"] = pools.parse(section, settings["resource_pools"])
+    except pools.PoolConfigError as e:
+        raise errors.DeterminedError(f"the master config: {e}") from None
 
 
 def _check_ray_settings(settings: Dict[str, Any]) -> None:
@@ -209,16 +241,24 @@ def up(args: argparse.Namespace) -> int:
             master = embedded.start(data_dir, db_url=db_url, slots=slots, host=settings["host"], port=settings["port"],
                                     preemption_timeout=settings["preemption_timeout"], warn_blank_passwords=True,
                                     resource_manager=resource_manager, allowed_hosts=settings["allowed_hosts"],
-                                    storage_roots=storage_roots, trial_user=trial_user, log_limits=log_limits)
+                                    storage_roots=storage_roots, trial_user=trial_user, log_limits=log_limits,
+                                    storage_endpoints=settings["checkpoint_storage_endpoints"],
+                                    resource_pools=settings["pools"])
         except Exception as e:  # the database cannot be reached, and the like: a clear line, not a traceback
             if isinstance(e, errors.DeterminedError):
                 raise
             raise errors.DeterminedError(f"the master could not start: {e.__class__.__name__}: {e}") from None
+        if master.master.tasks is not None:  # the master config's idle timeouts of interactive tasks
+            master.master.tasks.notebook_timeout = settings.get("notebook_timeout")
+            if settings.get("tensorboard_timeout") is not None:
+                master.master.tasks.tensorboard_timeout = float(settings["tensorboard_timeout"])
         total = master.master.total_slots()
         print(f"Master serving at {master.url} (API docs at {master.url}/docs)", flush=True)
         print(f"  data dir: {master.data_dir}\n  database: {_printable_db(master.master.db_url)}\n"
               f"  slots: {_describe_slots(master.master.rm, total)}\n"
-              f"  checkpoint storage roots (shared_fs): {', '.join(map(str, master.master.storage_roots or []))}\n"
+              f"  checkpoint storage roots (shared_fs, directory): "
+              f"{', '.join(map(str, master.master.storage_roots or []))}\n"
+              f"  S3 endpoints: AWS's{''.join(f', {s}://{h}:{p}' for s, h, p in master.master.storage_endpoints)}\n"
               f"  trials run as: {_describe_trial_user(trial_user)}", flush=True)
         from determined.master.security import isolation
 
@@ -246,10 +286,12 @@ def _describe_trial_user(trial_user: Any) -> str:
         import os
         import pwd
 
-        return f"{pwd.getpwuid(os.geteuid()).pw_name}, the master's own user (not isolated)"
+        return (f"{pwd.getpwuid(os.geteuid()).pw_name}, the master's own user (not isolated; users' links with OS "
+                "accounts, det user link-with-agent-user, are not used)")
     from determined.master.security import isolation
 
-    return isolation.describe(trial_user)
+    return (f"each user's linked OS account (det user link-with-agent-user), else {isolation.describe(trial_user)}"
+            f" (trial_user)")
 
 
 def _sqlite_file(url: str) -> Any:
@@ -295,6 +337,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--allowed-storage-root", dest="checkpoint_storage_roots", action="append", default=None,
                    metavar="DIR", help="a directory where experiments may keep shared_fs checkpoints (repeatable; "
                                        "default: the data dir's checkpoints/)")
+    u.add_argument("--allowed-storage-endpoint", dest="checkpoint_storage_endpoints", action="append", default=None,
+                   metavar="URL", help="an S3 endpoint_url experiments may use besides AWS's own, e.g. "
+                                       "http://minio.internal:9000 (repeatable; default: none)")
     u.add_argument("--trial-user", dest="trial_user", default=None, metavar="USER",
                    help="run trial processes as this OS user, kept away from the master's data dir (the master "
                         "must run as root; see docs/auth.md)")

@@ -65,7 +65,8 @@ def list_workspaces(args: argparse.Namespace) -> int:
 
 
 def create_workspace(args: argparse.Namespace) -> int:
-    w = _lookup.client(args).create_workspace(args.name)
+    w = _lookup.client(args).create_workspace(args.name, default_compute_pool=args.default_compute_pool,
+                                              default_aux_pool=args.default_aux_pool)
     if args.json:
         _render.print_json(_workspace_json(w))
     else:
@@ -87,12 +88,38 @@ def describe_workspace(args: argparse.Namespace) -> int:
 
 
 def edit_workspace(args: argparse.Namespace) -> int:
+    if args.new_name is None and args.default_compute_pool is None and args.default_aux_pool is None:
+        raise errors.DeterminedError("give what to change: --name NEW_NAME, --default-compute-pool POOL and/or "
+                                     "--default-aux-pool POOL (\"\" for the cluster's default)")
     w = _lookup.client(args).get_workspace(args.name)
-    w.set_name(args.new_name)
-    if getattr(args, "json", False):
+    if args.default_compute_pool is not None or args.default_aux_pool is not None:
+        from determined.experimental.client._pool_bindings import PoolBindings
+
+        pools = PoolBindings(_lookup.connection(args)).set_default_pools(
+            args.name, compute=args.default_compute_pool, aux=args.default_aux_pool)
+        if not args.json:
+            _render.say(f"Workspace {args.name}: default compute pool {pools.default_compute_pool}, default aux pool "
+                        f"{pools.default_aux_pool}")
+    if args.new_name is not None:
+        w.set_name(args.new_name)
+        if not args.json:
+            _render.say(f"Renamed workspace {args.name} to {w.name}")
+    if args.json:
+        w.reload()
         _render.print_json(_workspace_json(w))
-    else:
-        _render.say(f"Renamed workspace {args.name} to {w.name}")
+    return 0
+
+
+def list_workspace_pools(args: argparse.Namespace) -> int:
+    from determined.experimental.client._pool_bindings import PoolBindings
+
+    pools = PoolBindings(_lookup.connection(args)).workspace_pools(args.name)
+    if args.json:
+        _render.print_json(pools.to_json())
+        return 0
+    _render.table(["Workspace", "Available Resource Pools", "Default Compute Pool", "Default Aux Pool"],
+                  [[pools.workspace_name, ", ".join(pools.resource_pools), pools.default_compute_pool,
+                    pools.default_aux_pool]])
     return 0
 
 
@@ -277,6 +304,13 @@ def add_create_arguments(c: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- parsers
 
 
+def _add_default_pool_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--default-compute-pool", dest="default_compute_pool", default=None, metavar="POOL",
+                        help="the pool of its jobs with slots that name none (admins; \"\": the cluster's default)")
+    parser.add_argument("--default-aux-pool", dest="default_aux_pool", default=None, metavar="POOL",
+                        help="the pool of its zero-slot jobs that name none (admins; \"\": the cluster's default)")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("workspace", aliases=["w"], help="manage workspaces (groups of projects)")
     s = p.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
@@ -291,17 +325,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lp.set_defaults(func=list_workspace_projects)
     c = s.add_parser("create", help="create a workspace")
     c.add_argument("name")
+    _add_default_pool_arguments(c)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=create_workspace)
     d = s.add_parser("describe", help="describe a workspace and list its projects")
     d.add_argument("name")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=describe_workspace)
-    e = s.add_parser("edit", help="rename a workspace")
+    e = s.add_parser("edit", help="rename a workspace or set its default resource pools")
     e.add_argument("name")
-    e.add_argument("--name", dest="new_name", required=True, metavar="NEW_NAME")
+    e.add_argument("--name", dest="new_name", default=None, metavar="NEW_NAME")
+    _add_default_pool_arguments(e)
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=edit_workspace)
+    lpools = s.add_parser("list-pools", help="the resource pools a workspace may use, and its default pools")
+    lpools.add_argument("name", metavar="WORKSPACE")
+    lpools.add_argument("--json", action="store_true")
+    lpools.set_defaults(func=list_workspace_pools)
     for verb, archived in (("archive", True), ("unarchive", False)):
         a = s.add_parser(verb, help=f"{verb} a workspace" + (" (it takes no new projects or experiments)"
                                                               if archived else ""))

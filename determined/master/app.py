@@ -11,12 +11,15 @@ from fastapi.responses import JSONResponse
 
 import determined
 from determined.master.security import auth, login_throttle, request_limits, users, web_security
-from determined.master.api import contract, routes
+from determined.master.api import contract, proxy, routes
+from determined.master.db import utcnow
+from determined.master.lifecycle import trial_notes
 from determined.master.lifecycle.logs import LogLimits, is_disk_full
 from determined.master.master import Master
 from determined.master.rm import Slots
 from determined.master.rm.base import ResourceManagerFactory
 from determined.master.rm.trial_env import TrialUser
+from determined.master.scheduling.pools import ClusterPools
 
 logger = logging.getLogger("determined.master")
 
@@ -36,6 +39,8 @@ def create_app(
     storage_roots: Optional[Sequence[str]] = None,
     trial_user: Optional[TrialUser] = None,
     log_limits: Optional[LogLimits] = None,
+    storage_endpoints: Optional[Sequence[str]] = None,
+    resource_pools: Optional[ClusterPools] = None,
 ) -> FastAPI:
     """The REST API over the data dir's database (migrated on creation).
 
@@ -46,14 +51,16 @@ def create_app(
     `warn_blank_passwords` logs a warning at start while a default user has a blank password (servers).
     `allowed_hosts` (web_security.allowed_hosts) turns on the Host check of a master served on a socket.
     Every response carries the security headers; request bodies are bounded (request_limits.py).
-    `storage_roots`, `trial_user` and `log_limits` are a server's settings (see `Master`).
+    `storage_roots`, `storage_endpoints`, `trial_user`, `log_limits` and `resource_pools` (scheduling/pools.py)
+    are a server's settings (see `Master`).
     """
     kwargs: Any = {}
     if preemption_timeout is not None:
         kwargs["preemption_timeout"] = preemption_timeout
     master = Master(data_dir, db_url, run_scheduler=run_scheduler, url=url, slots=slots,
                     trial_command=trial_command, resource_manager=resource_manager, storage_roots=storage_roots,
-                    trial_user=trial_user, log_limits=log_limits, **kwargs)
+                    trial_user=trial_user, log_limits=log_limits, storage_endpoints=storage_endpoints,
+                    resource_pools=resource_pools, **kwargs)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -80,8 +87,10 @@ def create_app(
         app.add_middleware(contract.AnswerContract)
     # The last added runs first: headers on every answer, then the Host check, then who sends it, and only then
     # is a body read (within its route's limit).
-    app.add_middleware(request_limits.RequestLimitMiddleware)
+    app.add_middleware(request_limits.RequestLimitMiddleware,
+                       trial_note=lambda trial_id, text: _trial_note(master, trial_id, text))
     app.add_middleware(auth.AuthMiddleware, resolver=auth.TrialPrincipalCache(lambda token: _resolve(master, token)))
+    app.add_middleware(proxy.TaskProxyMiddleware)  # /proxy/<task id>/: its own checks (api/proxy.py)
     if allowed_hosts is not None:
         app.add_middleware(web_security.HostAllowListMiddleware, hosts=list(allowed_hosts))
     app.add_middleware(web_security.SecurityHeadersMiddleware)
@@ -107,6 +116,12 @@ async def _out_of_range(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=400, content={"detail": {
         "message": "a number in the request is out of range for the database",
         "problems": ["ids and counts must be whole numbers from 0 to 2147483647"]}})
+
+
+def _trial_note(master: Master, trial_id: int, text: str) -> None:
+    """A line of the master in a trial's logs (a report of the trial refused before any route ran)."""
+    if master.log_writer is not None:
+        master.log_writer.add(trial_id, utcnow(), trial_notes.STREAM, trial_notes.PREFIX + text)
 
 
 def _resolve(master: Master, token: str) -> Optional[auth.Principal]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the server stack is imported when a master starts (`start`,
     from determined.master.rm import Slots
     from determined.master.rm.base import ResourceManagerFactory
     from determined.master.rm.trial_env import TrialUser
+    from determined.master.scheduling.pools import ClusterPools
 
 logger = logging.getLogger("determined.master")
 
@@ -334,18 +335,21 @@ def start(
     storage_roots: Optional[Sequence[str]] = None,
     trial_user: Optional["TrialUser"] = None,
     log_limits: Optional["LogLimits"] = None,
+    storage_endpoints: Optional[Sequence[str]] = None,
+    resource_pools: Optional["ClusterPools"] = None,
 ) -> EmbeddedMaster:
     """Start a master for `data_dir` in this process: migrations, API on `host`:`port` (0: a free port), scheduler.
 
     Experiments left ACTIVE in the database resume. `trial_command` replaces the harness (tests only);
     `resource_manager` builds the resource manager from (work root, log sink) (default: the local one).
     It answers only requests for its own host names, plus `allowed_hosts` (web_security.allowed_hosts).
-    `storage_roots`, `trial_user` and `log_limits`: a server's settings (`det master up`, see `Master`).
+    `storage_roots`, `storage_endpoints`, `trial_user`, `log_limits` and `resource_pools`: a server's settings
+    (`det master up`, see `Master`).
     """
     import uvicorn
 
     from determined.master.app import create_app
-    from determined.master.security import web_security
+    from determined.master.security import connection_limits, web_security
 
     root = pathlib.Path(data_dir).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -358,9 +362,11 @@ def start(
                          preemption_timeout=preemption_timeout, warn_blank_passwords=warn_blank_passwords,
                          resource_manager=resource_manager,
                          allowed_hosts=web_security.allowed_hosts(host, allowed_hosts), storage_roots=storage_roots,
-                         trial_user=trial_user, log_limits=log_limits)
+                         trial_user=trial_user, log_limits=log_limits, storage_endpoints=storage_endpoints,
+                         resource_pools=resource_pools)
         master: "Master" = app.state.master
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+                                **connection_limits.server_options())  # capped connections, also per address
         server = _server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="determined-master-http",
                                   daemon=True)

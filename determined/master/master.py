@@ -21,14 +21,18 @@ from determined.config import environment_variables
 from determined.config.entrypoint import runs_a_script
 from determined.master.lifecycle import allocations, protocol, states, trial_notes
 from determined.master.security import isolation
-from determined.master.scheduling import scheduler
+from determined.master.rm.sandbox import Sandbox, sandbox_problem
+from determined.master.rm.sandbox import describe_problem as describe_sandbox_problem
+from determined.master.scheduling import experiment_jobs, pools, scheduler
 from determined.master.storage import gc as checkpoint_gc
 from determined.master.storage import storage_roots as storage_roots_mod
+from determined.master.storage import storage_endpoints as storage_endpoints_mod
 from determined.master.db import Experiment, Trial, engine as db_engine
 from determined.master.lifecycle.experiment import SCHEDULING_CHANGED, SLOTS_INFO, progress_now
 from determined.master.lifecycle.log_policies import LogPolicyMonitor
 from determined.master.lifecycle.logs import LogLimits, LogWriter, is_disk_full
 from determined.master.rm import LocalResourceManager, Slots, detect_slots
+from determined.master.tasks.runner import TaskRunner
 from determined.master.rm.base import ResourceManager, ResourceManagerFactory, describe_run
 from determined.master.rm.trial_env import TrialUser
 
@@ -139,7 +143,8 @@ class Master:
     Every change to experiment/trial state happens under `lock` inside `write()`; reads use `read()`.
     `trial_command` replaces the harness command for tests (see LocalResourceManager).
     `resource_manager` builds another resource manager from (work root, log sink); default: the local one.
-    `storage_roots` (servers) limits `shared_fs` checkpoint storage to those directories (storage_roots.py);
+    `storage_roots` (servers) limits `shared_fs` and `directory` checkpoint storage to those directories
+    (storage_roots.py), and s3 storage to AWS's endpoints and `storage_endpoints` (storage_endpoints.py);
     `trial_user` runs trial processes as that OS user and closes the data dir to it (isolation.py);
     `log_limits` caps trial log lines and each trial's logs (logs.py).
     """
@@ -159,12 +164,31 @@ class Master:
         storage_roots: Optional[Sequence[str]] = None,
         trial_user: Optional[TrialUser] = None,
         log_limits: Optional[LogLimits] = None,
+        storage_endpoints: Optional[Sequence[str]] = None,
+        resource_pools: Optional[pools.ClusterPools] = None,
     ) -> None:
+        self.pools = resource_pools or pools.DEFAULT  # resource pools and their schedulers (scheduling/pools.py)
+        if run_scheduler and self.pools.splits_slots:  # pools with slots of their own: this machine's slots
+            if resource_manager is not None:
+                raise errors.DeterminedError("resource_pools: `slots`/`gpus` split this machine's slots (the local "
+                                             "resource manager); on a Ray cluster a pool names its nodes with "
+                                             "`ray: {node_labels: ...}` or `ray: {resources: ...}` (docs/scheduling.md)")
+            slots = slots if slots is not None else detect_slots()
+            try:
+                self.pools.slot_ids(slots.total, slots.gpus)
+            except pools.PoolConfigError as e:
+                raise errors.DeterminedError(str(e)) from None
+        if run_scheduler and self.pools.splits_ray_nodes and resource_manager is None:
+            raise errors.DeterminedError("resource_pools: `ray` names Ray nodes, but this master runs the local resource "
+                                         "manager: start it with --resource-manager ray, or give the pool `slots`/`gpus`")
+        self._pool_of: Dict[int, str] = {}  # experiment id -> the resource pool its config names
         self.data_dir = pathlib.Path(data_dir).expanduser().resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # None: any shared_fs directory (the embedded master, on its user's own machine); else the allowed roots.
         self.storage_roots = None if storage_roots is None else storage_roots_mod.resolve_roots(storage_roots,
                                                                                                 self.data_dir)
+        # S3 endpoints besides AWS's that a server sends requests to for its users (storage_endpoints.py).
+        self.storage_endpoints = storage_endpoints_mod.resolve_endpoints(storage_endpoints)
         self.db_url = db_engine.resolve_db_url(self.data_dir, db_url)
         self.engine = db_engine.make_engine(self.db_url)
         db_engine.upgrade(self.engine)
@@ -175,7 +199,10 @@ class Master:
             except db_engine.DatabaseInUse as e:
                 self.engine.dispose()
                 raise errors.DeterminedError(str(e)) from None
-        info = {SLOTS_INFO: self.total_slots}  # the search methods create trials as the slots allow
+        # the search methods create trials as the slots allow; the scheduler reads the pools (scheduling/pools.py)
+        # and which runs ended but are not recorded yet (their trials hold no slot any more: scheduler.ENDED_RUNS_INFO)
+        info = {SLOTS_INFO: self.total_slots, pools.POOLS_INFO: lambda: self.pools,
+                scheduler.ENDED_RUNS_INFO: lambda: {t for t, _, _ in getattr(self, "_unrecorded_exits", ())}}
         self._reads = sessionmaker(self.engine, expire_on_commit=False, info=info)
         self._writes = sessionmaker(self.engine.execution_options(sqlite_immediate=True), expire_on_commit=False,
                                     info=info)
@@ -190,6 +217,7 @@ class Master:
         self.rm: Optional[ResourceManager] = None
         self.log_writer: Optional[LogWriter] = None
         self.log_policies = LogPolicyMonitor()
+        self.tasks: Optional[TaskRunner] = None  # interactive tasks (determined/master/tasks/), with the scheduler
         self.trial_user = trial_user
         # Exits of trial processes not recorded yet (the database refused the write: a full disk, say).
         self._unrecorded_exits: List[Tuple[int, str, int]] = []
@@ -201,10 +229,6 @@ class Master:
             sink = self.log_policies.wrap(self.log_writer.add)  # log_policies see every line of a trial
             if trial_user is not None:
                 try:
-                    if resource_manager is not None:
-                        raise errors.DeterminedError(
-                            "trial_user runs trials on this machine as another OS user; with a Ray cluster the "
-                            "trials run as the user of the Ray workers: remove trial_user (see docs/auth.md)")
                     isolation.protect_data_dir(self.data_dir, trial_user)
                 except BaseException:  # nothing started yet: give the database back
                     if self._release_db_lock is not None:
@@ -213,13 +237,23 @@ class Master:
                     raise
             if resource_manager is not None:  # e.g. the Ray resource manager (rm/ray.py)
                 self.rm = resource_manager(str(self.data_dir / "work"), sink)
+                use_pools = getattr(self.rm, "use_pools", None)  # the Ray RM places each pool on its nodes
+                if use_pools is not None:
+                    use_pools(self.pools)
+                run_as_users = getattr(self.rm, "run_as_users", None)
+                if trial_user is not None and run_as_users is not None:  # each node builds its runs' sandboxes
+                    run_as_users(trial_user, data_dir=str(self.data_dir),
+                                 storage_roots=[str(r) for r in self.storage_roots or []], hidden=self._hidden())
             else:
                 self.rm = LocalResourceManager(str(self.data_dir / "work"), sink,
+                                               sandbox=self._sandbox() if trial_user is not None else None,
                                                slots=slots if slots is not None else detect_slots(),
                                                trial_command=trial_command, trial_user=trial_user,
                                                # an embedded master (no server settings): its user's environment
                                                inherit_environment=storage_roots is None and trial_user is None,
                                                line_bytes=self.log_writer.limits.line_bytes)
+        if self.rm is not None:
+            self.tasks = TaskRunner(self)
         self._wake = threading.Event()
         self._experiments_changed = threading.Condition()
         self._experiment_changes = 0
@@ -228,6 +262,20 @@ class Master:
         self._thread: Optional[threading.Thread] = None
         self._started = False
         self._stopped = False
+
+    def _sandbox(self) -> Optional[Sandbox]:
+        """The sandbox of every run (rm/sandbox.py), or None with the notice, once, of what is not isolated."""
+        problem = sandbox_problem()
+        if problem is not None:
+            logger.warning(describe_sandbox_problem(problem))
+            return None
+        return Sandbox(str(self.data_dir), storage_roots=[str(r) for r in self.storage_roots or []],
+                       hidden=self._hidden())
+
+    def _hidden(self) -> List[str]:
+        """What a sandbox hides besides the data dir: a SQLite database kept elsewhere."""
+        url = self.engine.url
+        return [url.database] if url.get_backend_name() == "sqlite" and url.database else []
 
     # ------------------------------------------------------------ transactions
 
@@ -319,6 +367,9 @@ class Master:
         self._started = True
         with self.write() as s:
             recovered = allocations.recover(s)
+        assert self.tasks is not None
+        if self.tasks.recover():
+            logger.info("interactive tasks left running by a previous master are recorded as ended")
         if recovered:
             logger.info("resuming %s trial(s) left running by a previous master", recovered)
         assert self.log_writer is not None
@@ -387,6 +438,8 @@ class Master:
                     self.rm.kill(str(trial.allocation_id))
                 elif trial.preempt_requested:
                     self.rm.preempt(str(trial.allocation_id), self._preemption_timeout_of(s, trial))
+        if self.tasks is not None and not self._stop_requested.is_set():
+            self.tasks.tick()  # tasks take free slots before trials (they are never preempted)
         self.rm.enforce_deadlines()
         if not self._stop_requested.is_set():
             self._schedule(deadline)
@@ -504,11 +557,43 @@ class Master:
         running = sum(1 for run in self.rm.running().values() if not describe_run(run)["slot_ids"])
         return max(1, int(self.rm.total_slots or 0)) - running
 
+    def _pool_slots(self) -> Optional[Dict[str, List[int]]]:
+        """The slot indices of each resource pool when pools have slots of their own (the local resource
+        manager's; scheduling/pools.py), else None: every pool draws from every slot."""
+        if not self.pools.splits_slots or self.rm is None:
+            return None
+        return self.pools.slot_ids(self.rm.total_slots, list(getattr(self.rm.slots, "gpus", []) or []))
+
+    def _ray_pools(self) -> bool:
+        """Whether pools have Ray nodes of their own (the Ray RM counts each pool's slots: rm/ray.py)."""
+        return self.pools.splits_ray_nodes and hasattr(self.rm, "pool_free_slots")
+
+    def _pool_capacity(self) -> "int | Dict[str, int]":
+        """The slots of each pool (all of them when pools do not have slots of their own)."""
+        assert self.rm is not None
+        if self._ray_pools():
+            return dict(self.rm.pool_totals())  # type: ignore[attr-defined]
+        pool_slots = self._pool_slots()
+        return self.rm.total_slots if pool_slots is None else {name: len(ids) for name, ids in pool_slots.items()}
+
+    def _free_by_pool(self) -> "int | Dict[str, int]":
+        """The free slots, per pool when pools have slots (or Ray nodes) of their own."""
+        assert self.rm is not None
+        if self._ray_pools():
+            return dict(self.rm.pool_free_slots())  # type: ignore[attr-defined]
+        pool_slots = self._pool_slots()
+        if pool_slots is None:
+            return self.rm.free_slots()
+        free_ids = set(getattr(self.rm, "free_slot_ids", lambda: [])())
+        return {name: sum(1 for i in ids if i in free_ids) for name, ids in pool_slots.items()}
+
     def _schedule(self, deadline: Optional[float] = None) -> None:
         """Start runs of trials with work on the free slots, until `deadline` (time.monotonic(); at least one run;
         None: every trial that fits)."""
         assert self.rm is not None and self.url is not None
         free = self.rm.free_slots()
+        pool_slots = self._pool_slots()  # pools with slots of their own: the free slots of each
+        free_by_pool = self._free_by_pool() if pool_slots is not None or self._ray_pools() else None
         zero_room = self._zero_slot_room()
         launches = []
         if free <= 0 and zero_room > 0:  # a read first: the usual tick with no slot free takes no write lock
@@ -517,7 +602,8 @@ class Master:
         if free > 0 or zero_room > 0:
             with self.write() as s:
                 experiments: Dict[int, Experiment] = {}  # held while the trials start (the session's are weak)
-                picked = scheduler.pick_trials(s, free, zero_room, experiments)
+                picked = scheduler.pick_trials(s, free if free_by_pool is None else free_by_pool, zero_room,
+                                               experiments)
                 first_work = allocations.first_pending_lengths(s, picked)
                 for trial in picked:
                     if launches and deadline is not None and time.monotonic() >= deadline:
@@ -533,20 +619,39 @@ class Master:
                     context = (protocol.run_start_context(s, trial, cluster_id=self.cluster_id,
                                                           data_dir=str(self.data_dir))
                                if getattr(self.rm, "hands_over_context", False) else None)
+                    # The OS account and the sandbox of the run, for a resource manager that runs users' trials as
+                    # their accounts (security/isolation.py).
+                    run = (isolation.run_request(s, exp, trial, self.data_dir)
+                           if getattr(self.rm, "runs_as_users", False) else None)
+                    self._pool_of[exp.id] = experiment_jobs.pool_name_of(exp)
                     launches.append((trial.id, exp.id, allocation_id, token, scheduler.slots_per_trial(exp), env,
-                                     script, None if script else self._trial_imports(exp), context))
-        for trial_id, exp_id, allocation_id, token, slots, env, script, imports, context in launches:
+                                     script, None if script else self._trial_imports(exp), context, run))
+        for trial_id, exp_id, allocation_id, token, slots, env, script, imports, context, run in launches:
             try:
                 # framework and modules for a resource manager with fork servers, context for one that hands it over
                 kwargs: Dict[str, Any] = {"framework": imports.framework, "preload": imports.modules} if imports else {}
                 if context is not None:
                     kwargs["context"] = context
+                if run is not None:
+                    kwargs["run"] = run
+                if pool_slots is not None:  # the slots of the experiment's resource pool
+                    kwargs["slot_ids"] = pool_slots[self.pools.pool_for(self._pool_of.get(exp_id, "")).name]
+                elif hasattr(self.rm, "use_pools"):  # the Ray RM: the nodes of the experiment's pool
+                    kwargs["resource_pool"] = self.pools.pool_for(self._pool_of.get(exp_id, "")).name
                 self.rm.launch(trial_id=trial_id, experiment_id=exp_id, allocation_id=allocation_id, token=token,
                                slots_needed=slots, master_url=self.url, env=env, script=script, **kwargs)
             except Exception as e:
                 logger.error("trial %s: could not start its process: %s", trial_id, e)
                 with self.write() as s:
                     allocations.process_exited(s, trial_id, allocation_id, 127)
+        if self.pools.preempts:  # a pool whose scheduler preempts (scheduling/pools.py): a read first
+            with self.read() as s:
+                victims = scheduler.preemption_victims(s, self._free_by_pool(), self._pool_capacity())
+            if victims:
+                with self.write() as s:
+                    for trial in scheduler.preempt_for_waiting_jobs(s, self._free_by_pool(), self._pool_capacity()):
+                        logger.info("trial %s: preempted (priority or fair share)", trial.id)
+                self.wake()
         # After the launches, so that a trial waiting for a slot does not also wait for this query; and a read
         # first, so that the usual tick with nobody to release takes no write lock.
         with self.read() as s:
@@ -559,6 +664,8 @@ class Master:
     def _drain(self) -> None:
         """Master shutdown: preempt every run, wait for them to checkpoint and exit, then kill leftovers."""
         assert self.rm is not None
+        if self.tasks is not None:
+            self.tasks.stop_all()
         with self.write() as s:
             for trial in s.scalars(select(Trial).where(Trial.allocation_id.is_not(None))):
                 trial.preempt_requested = True
@@ -584,7 +691,8 @@ class Master:
         """Why an experiment may not use this checkpoint storage on this master (empty: it may)."""
         if self.storage_roots is None:
             return []
-        return storage_roots_mod.storage_problems(checkpoint_storage, self.storage_roots, self.data_dir)
+        return (storage_roots_mod.storage_problems(checkpoint_storage, self.storage_roots, self.data_dir)
+                + storage_endpoints_mod.endpoint_problems(checkpoint_storage, self.storage_endpoints))
 
     def storage_refusal(self, checkpoint_storage: Optional[Dict[str, Any]]) -> Optional[str]:
         """Why nothing may be deleted from this checkpoint storage now (a link planted since submission), or None."""

@@ -9,9 +9,17 @@ when its PID 1 exits), so it never needs `ray stop`.
 SCENARIO `spread` (2 CPUs per node; the second node has a tmpfs over DIR/private): submission errors, an
 experiment of 6 trials on 4 slots over both nodes (the last two reuse finished runs),
 pause / activate / kill releasing the placement groups.
+Then (`isolation`, issue 33) the first master stops and a second one starts on the same cluster as root with
+`--trial-user`: alice's and bob's trials run as their linked OS accounts in a bubblewrap sandbox on their nodes;
+alice's trial tries bob's checkpoint, the master's data dir and database, and bob's /tmp (what it saw is recorded;
+a failure of this phase is recorded too, not the scenario's).
 SCENARIO `failover` (1 CPU per node): a 2-slot trial with one rank per node (gloo across nodes), a 2-slot
-script under `determined.launch.torch_distributed` with one container per node, then the second node killed while
-a trial runs there.
+script under `determined.launch.torch_distributed` with one container per node, `det agent disable` of the second node
+while a trial runs there (it checkpoints and resumes on the head), then the second node killed while a trial runs
+there.
+
+Every wait has its own generous deadline (a busy machine makes each step slower, not wrong); the test's outer
+timeout only guards against a hang.
 """
 import json
 import os
@@ -49,7 +57,7 @@ def wait_for(what: Callable[[], Any], timeout: float, message: str, interval: fl
         time.sleep(interval)
 
 
-def det(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+def det(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(BIN / "det"), *args], capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"det {' '.join(args)} failed ({proc.returncode}): {proc.stdout}\n{proc.stderr}")
@@ -105,7 +113,7 @@ class Cluster:
         started = time.monotonic()
         head = ray_start("--head", "--port", str(RAY_PORT), "--include-dashboard=false",
                          "--resources", json.dumps({"det_head": 1}), *common)
-        _, err = head.communicate(timeout=120)
+        _, err = head.communicate(timeout=300)
         if head.returncode != 0:
             raise AssertionError(f"ray start --head failed: {err.decode()[-2000:]}")
         prefix = None
@@ -118,7 +126,7 @@ class Cluster:
         ray.init(address=f"127.0.0.1:{RAY_PORT}", namespace="scenario", log_to_driver=False,
                  logging_level="WARNING")
         self.ray = ray
-        wait_for(lambda: len(self.alive()) == 2, 120, "the second Ray node")
+        wait_for(lambda: len(self.alive()) == 2, 300, "the second Ray node")
         self.head_id = next(n["NodeID"] for n in self.alive() if "det_head" in n["Resources"])
         self.node2_id = next(n["NodeID"] for n in self.alive() if "det_node2" in n["Resources"])
         self.seconds = time.monotonic() - started
@@ -135,18 +143,34 @@ class Cluster:
         return not self.live_placement_groups() and self.ray.available_resources().get("CPU", 0) == total
 
 
-def start_master(data_dir: pathlib.Path) -> "subprocess.Popen[str]":
+def start_master(data_dir: pathlib.Path, *more: str, port: int = MASTER_PORT,
+                 roots: Optional[List[str]] = None) -> "subprocess.Popen[str]":
     out = open(data_dir.parent / "master.log", "w")
     # The checkpoint directories of the scenarios are the master's storage roots (a server refuses others).
-    roots = [arg for name in ("shared", "private") for arg in ("--allowed-storage-root", str(data_dir.parent / name))]
+    if roots is None:
+        roots = [arg for name in ("shared", "private")
+                 for arg in ("--allowed-storage-root", str(data_dir.parent / name))]
     proc = subprocess.Popen([str(BIN / "det"), "master", "up", "--resource-manager", "ray", "--ray-address",
-                             f"127.0.0.1:{RAY_PORT}", "--port", str(MASTER_PORT), "--data-dir", str(data_dir), *roots],
+                             f"127.0.0.1:{RAY_PORT}", "--port", str(port), "--data-dir", str(data_dir), *roots, *more],
                             stdout=out, stderr=subprocess.STDOUT, text=True)
     wait_for(lambda: "Master serving at" in (data_dir.parent / "master.log").read_text() or proc.poll() is not None,
-             120, "the master")
+             300, "the master")
     if proc.poll() is not None:
         raise AssertionError("det master up exited: " + (data_dir.parent / "master.log").read_text()[-3000:])
     return proc
+
+
+def python_for_other_users(root: pathlib.Path) -> None:
+    """Where this Python lives in root's private home (pyenv in /root), make /root (in this scenario's mount
+    namespace: the Ray nodes started after inherit it) a tmpfs that lets other users through to that Python only."""
+    parts = pathlib.Path(os.path.realpath(sys.executable)).parts
+    if parts[:2] != ("/", "root") or len(parts) < 3:
+        return
+    kept, hold = f"/root/{parts[2]}", root / "ns-python"
+    hold.mkdir()
+    for command in (["mount", "--bind", kept, str(hold)], ["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/root"],
+                    ["mkdir", kept], ["mount", "--bind", str(hold), kept]):
+        subprocess.run(command, check=True)
 
 
 def write_experiment(root: pathlib.Path, name: str, config: Dict[str, Any]) -> pathlib.Path:
@@ -175,6 +199,11 @@ def config(storage: pathlib.Path, *, trials: int = 1, batches: int = 20, sleep: 
         "max_restarts": restarts,
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)},
     }
+
+
+def created_id(proc: subprocess.CompletedProcess) -> int:
+    """The id `det experiment create` printed ("Created experiment N")."""
+    return int(proc.stdout.split("Created experiment ", 1)[1].split()[0])
 
 
 def create(root: pathlib.Path, name: str, cfg: Dict[str, Any], check: bool = True) -> subprocess.CompletedProcess:
@@ -242,12 +271,13 @@ def spread(root: pathlib.Path, out: Dict[str, Any]) -> None:
     private, shared = root / "private", root / "shared"
     private.mkdir()
     shared.mkdir()
+    python_for_other_users(root)  # for the isolation phase's trials, which run as other OS accounts
     cluster = Cluster(root, cpus=2, private_dir=private)
     out["nodes"] = {"head": cluster.head_id, "node2": cluster.node2_id}
     out["ray_temp"] = str(cluster.temp)
     out["seconds"] = {"cluster": cluster.seconds}
     t = time.monotonic()
-    start_master(root / "data")
+    master = start_master(root / "data")
     out["seconds"]["master"] = time.monotonic() - t
     out["master_log_head"] = (root / "master.log").read_text()[:12000]  # the start-up lines follow the migrations' notes
     out["slots"] = cluster_slots()
@@ -309,6 +339,162 @@ def spread(root: pathlib.Path, out: Dict[str, Any]) -> None:
                     "total": cluster.ray.cluster_resources()}
     out["seconds"]["pause_activate_kill"] = time.monotonic() - t
 
+    t = time.monotonic()
+    master.send_signal(signal.SIGTERM)
+    master.wait(timeout=60)
+    try:
+        out["isolation"] = isolation(cluster)
+    except BaseException as e:  # recorded for the isolation test; the other tests of the scenario stand
+        out["isolation"] = {"error": f"{e.__class__.__name__}: {e}\n{traceback.format_exc()}"}
+    out["seconds"]["isolation"] = time.monotonic() - t
+
+
+BOB = r'''
+import os, pathlib, time
+import determined as det
+
+pathlib.Path("/tmp/bob-tmp-secret").write_text("bob's temporary file")
+with det.core.init() as core:
+    for op in core.searcher.operations():
+        for text in ("bob-c1", "bob-c2"):
+            with core.checkpoint.store_path({"steps_completed": op.length, "which": text}) as (path, _):
+                (path / "weights").write_text(text)
+        print("BOB WAITING", flush=True)
+        for _ in range(1200):  # until alice's trial is done (at most 2 minutes)
+            if os.path.exists("/mnt/signals/go"):
+                break
+            time.sleep(0.1)
+        core.train.report_validation_metrics(steps_completed=op.length, metrics={"loss": 0.5})
+        op.report_completed(0.5)
+'''
+
+ALICE = r'''
+import glob, json, os
+import determined as det
+
+found = {"uid": os.getuid(), "node": os.environ.get("DET_RAY_NODE_ID")}
+
+
+def attempt(name, action):
+    try:
+        found[name] = action()
+    except OSError as e:
+        found[name] = type(e).__name__
+
+
+data_dir, storage = os.environ["DATA_DIR"], os.environ["STORAGE"]
+attempt("bob_checkpoint", lambda: open(os.path.join(storage, os.environ["BOB_PRIVATE"], "weights")).read())
+attempt("read_db", lambda: open(os.path.join(data_dir, "determined.db"), "rb").read(16).decode("latin-1"))
+attempt("list_data_dir", lambda: sorted(os.listdir(data_dir)))
+attempt("bob_tmp", lambda: open("/tmp/bob-tmp-secret").read())
+attempt("bob_tmp_on_node", lambda: [open(p).read() for p in glob.glob("/run/determined-ray/*/.tmp/bob-tmp-secret")])
+with det.core.init() as core:
+    with core.checkpoint.restore_path(det.get_cluster_info().latest_checkpoint) as path:
+        found["source"] = (path / "weights").read_text()
+    for op in core.searcher.operations():
+        with core.checkpoint.store_path({"steps_completed": op.length}) as (path, _):
+            (path / "weights").write_text("alice")
+        core.train.report_validation_metrics(steps_completed=op.length, metrics={"loss": 0.25})
+        op.report_completed(0.25)
+print("ALICE " + json.dumps(found), flush=True)
+'''
+
+
+def isolation(cluster: "Cluster") -> Dict[str, Any]:
+    """Alice's and bob's trials as their OS accounts, sandboxed on the Ray nodes (see the module)."""
+    import pwd
+    import tempfile
+
+    from determined.common import context as det_context
+    from determined.common.api import Session
+
+    base = pathlib.Path(tempfile.mkdtemp(prefix="det-ray-iso-", dir="/tmp"))  # every account may pass through
+    os.chmod(base, 0o711)
+    names = {who: f"detray{who}{os.getpid()}{int(time.time()) % 10000}" for who in ("default", "alice", "bob")}
+    made: List[str] = []
+    result: Dict[str, Any] = {}
+    try:
+        for name in names.values():
+            subprocess.run(["useradd", "--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin",
+                            name], check=True)
+            made.append(name)
+        ids = {who: (pwd.getpwnam(n).pw_uid, pwd.getpwnam(n).pw_gid) for who, n in names.items()}
+        result["ids"] = ids
+        signals = base / "signals"
+        signals.mkdir(mode=0o755)
+        data_dir = base / "data"
+        os.environ["DET_RAY_WARM_SLOTS"] = "0"
+        proc = start_master(data_dir, "--trial-user", names["default"], port=MASTER_PORT + 1, roots=[])
+        url = f"http://127.0.0.1:{MASTER_PORT + 1}"
+        try:
+            result["master_log_head"] = (base / "master.log").read_text()[:12000]
+            admin = Session(url, user="admin")
+            for who in ("alice", "bob"):
+                admin.post("/users", {"username": who, "password": ""})
+                uid, gid = ids[who]
+                link = {"agent_uid": uid, "agent_gid": gid, "agent_user": names[who], "agent_group": names[who]}
+                admin.patch(f"/users/{who}", {"agent_user_group": link})
+            sessions = {who: Session(url, user=who) for who in ("alice", "bob")}
+
+            def submit(who: str, script: str, env: Dict[str, str], **more: Any) -> int:
+                model = base / f"model-{who}"
+                model.mkdir()
+                (model / f"{who}.py").write_text(script)
+                searcher = {"name": "single", "metric": "loss", "max_length": {"batches": 1},
+                            **more.pop("searcher", {})}
+                config = {"searcher": searcher, "hyperparameters": {"global_batch_size": 1}, "max_restarts": 0,
+                          "environment": {"environment_variables": [f"{k}={v}" for k, v in env.items()]},
+                          "internal": {"native": {"command": [f"{who}.py"]}}, **more}
+                package = det_context.pack_model_dir_b64(str(model))
+                answer = sessions[who].post("/experiments", {"config": config, "model_definition": package})
+                return int(answer["experiment"]["id"])
+
+            def state(exp_id: int) -> str:
+                return str(admin.get(f"/experiments/{exp_id}")["experiment"]["state"])
+
+            def checkpoints(exp_id: int) -> List[Dict[str, Any]]:
+                return [c for c in admin.get(f"/experiments/{exp_id}/checkpoints")["checkpoints"]
+                        if c["state"] == "COMPLETED"]
+
+            def trial_logs(exp_id: int) -> List[str]:
+                trial_id = admin.get(f"/experiments/{exp_id}")["trials"][0]["id"]
+                return [e["message"] for e in admin.get(f"/trials/{trial_id}/logs", {"limit": 1000})["logs"]]
+
+            bob_exp = submit("bob", BOB, {}, bind_mounts=[{"host_path": str(signals), "container_path": "/mnt/signals",
+                                                           "read_only": True}])
+            wait_for(lambda: len(checkpoints(bob_exp)) == 2 or state(bob_exp) != "ACTIVE", 120, "bob's checkpoints")
+            by_text = {c["metadata"]["which"]: c["uuid"] for c in checkpoints(bob_exp)}
+            storage = data_dir / "checkpoints"
+            alice_exp = submit("alice", ALICE, {"DATA_DIR": str(data_dir), "STORAGE": str(storage),
+                                                "BOB_PRIVATE": by_text["bob-c2"]},
+                               searcher={"source_checkpoint_uuid": by_text["bob-c1"]})
+            wait_for(lambda: state(alice_exp) in ("COMPLETED", "ERROR"), 120, "alice's trial")
+            (signals / "go").write_text("")
+            wait_for(lambda: state(bob_exp) in ("COMPLETED", "ERROR"), 120, "bob's trial")
+            lines = trial_logs(alice_exp)
+            result.update({"alice_state": state(alice_exp), "bob_state": state(bob_exp), "alice_logs": lines[-60:],
+                           "bob_logs": trial_logs(bob_exp)[-30:], "bob_node_lines": [
+                               line for line in trial_logs(bob_exp) if "[ray] run " in line and " on node " in line]})
+            result["found"] = next((json.loads(line.split("ALICE ", 1)[1]) for line in lines if "ALICE {" in line),
+                                   None)
+            owners = {}
+            for who, exp_id in (("alice", alice_exp), ("bob", bob_exp)):
+                for checkpoint in checkpoints(exp_id):
+                    st = (storage / checkpoint["uuid"] / "weights").stat()
+                    owners[checkpoint["uuid"]] = [who, st.st_uid, st.st_gid, st.st_mode & 0o777]
+            result["owners"] = owners
+            result["master_log"] = (base / "master.log").read_text()[-8000:]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    finally:
+        for name in made:
+            shutil.rmtree(f"/run/determined-ray/.home-{pwd.getpwnam(name).pw_uid}", ignore_errors=True)
+            subprocess.run(["userdel", name], check=False)
+            subprocess.run(["groupdel", name], check=False, capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+    return result
+
 
 def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
     shared = root / "shared"
@@ -322,12 +508,12 @@ def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
     # c: a 2-slot trial with one rank per node
     t = time.monotonic()
     create(root, "ddp", config(shared, batches=10, sleep=0.05, slots=2))
-    state = wait_experiment(1, 240)
+    state = wait_experiment(1, 600)
     trial = trials_of(1)[0]
     out["ddp"] = {"state": state, "trial": trial, "logs": logs(trial["id"])}
     out["seconds"]["ddp"] = time.monotonic() - t
     log(f"2-slot trial: {state} in {out['seconds']['ddp']:.1f} s")
-    wait_for(cluster.released, 20, "the resources of the 2-slot trial")
+    wait_for(cluster.released, 120, "the resources of the 2-slot trial")
 
     # f: a 2-slot script under determined.launch.torch_distributed, one container (and rank) per node
     t = time.monotonic()
@@ -341,18 +527,28 @@ def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
         "resources": {"slots_per_trial": 2}, "max_restarts": 0,
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(shared)}}))
     det("experiment", "create", "-d", str(script_config), str(script_model))
-    state = wait_experiment(2, 240)
+    state = wait_experiment(2, 600)
     trial = trials_of(2)[0]
     out["script"] = {"state": state, "trial": trial, "logs": logs(trial["id"])}
     out["seconds"]["script"] = time.monotonic() - t
     log(f"2-slot torch_distributed script: {state} in {out['seconds']['script']:.1f} s")
-    wait_for(cluster.released, 20, "the resources of the script")
+    wait_for(cluster.released, 120, "the resources of the script")
+
+    # g: disabling a node moves its trial to the other node through a checkpoint (issue 32)
+    t = time.monotonic()
+    try:
+        out["drain"] = drain(root, cluster, shared)
+    except BaseException as e:  # recorded for the drain test; the failover phase still runs (on both nodes)
+        out["drain"] = {"error": f"{e.__class__.__name__}: {e}\n{traceback.format_exc()}", "state": "?"}
+        for node in (cluster.head_id, cluster.node2_id):
+            det("-u", "admin", "agent", "enable", node, check=False)
+    out["seconds"]["drain"] = time.monotonic() - t
+    log(f"disable a node: {out['drain']['state']} in {out['seconds']['drain']:.1f} s")
 
     # b: the second node dies while a trial runs there
     t = time.monotonic()
     length = 160
-    create(root, "failover", config(shared, trials=2, batches=length, sleep=0.05, restarts=3))
-    exp_id = 3
+    exp_id = created_id(create(root, "failover", config(shared, trials=2, batches=length, sleep=0.05, restarts=3)))
 
     def on_node2_with_checkpoint() -> Optional[Dict[str, Any]]:
         for trial in trials_of(exp_id):
@@ -361,7 +557,7 @@ def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
                 return trial
         return None
 
-    victim = wait_for(on_node2_with_checkpoint, 180, "a trial with a checkpoint on the second node", interval=0.5)
+    victim = wait_for(on_node2_with_checkpoint, 600, "a trial with a checkpoint on the second node", interval=0.5)
     before = runs_in_logs(logs(victim["id"]))[-1]["batches"]
     killed = kill_tree(cluster.node2.pid)
     killed_at = time.monotonic()
@@ -369,7 +565,7 @@ def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
     # lines through the node, which may not have sent the last ones), read before Ray notices the loss.
     at_kill = next(t for t in trials_of(exp_id) if t["id"] == victim["id"])
     log(f"killed {killed} processes of the second node; trial {victim['id']} had trained {max(before or [0])} batches")
-    state = wait_experiment(exp_id, 300)
+    state = wait_experiment(exp_id, 600)
     out["failover"] = {"state": state, "victim": victim["id"], "killed_processes": killed,
                        "trials": trials_of(exp_id), "length": length, "batches_at_kill": at_kill["total_batches"],
                        "runs": {t["id"]: runs_in_logs(logs(t["id"])) for t in trials_of(exp_id)},
@@ -377,6 +573,42 @@ def failover(root: pathlib.Path, out: Dict[str, Any]) -> None:
                        "alive_nodes": [n["NodeID"] for n in cluster.alive()]}
     out["seconds"]["failover"] = time.monotonic() - t
     log(f"failover: {state} in {out['seconds']['failover']:.1f} s")
+
+
+def drain(root: pathlib.Path, cluster: "Cluster", shared: pathlib.Path) -> Dict[str, Any]:
+    """The head disabled with --drain (nothing runs there): the trial starts on node2, slow there; once it has a
+    checkpoint the head is enabled and node2 disabled (no --drain): the trial checkpoints through the preemption
+    signal and finishes on the head."""
+    result: Dict[str, Any] = {"agents": json.loads(det("agent", "list", "--json").stdout)}
+    refused = det("agent", "disable", cluster.head_id, check=False)  # the default user is no admin
+    result["non_admin"] = {"rc": refused.returncode, "output": refused.stdout + refused.stderr}
+    det("-u", "admin", "agent", "disable", "--drain", cluster.head_id)
+    result["agents_head_disabled"] = json.loads(det("agent", "list", "--json").stdout)
+    length = 60
+    cfg = config(shared, batches=length, sleep=0.02, restarts=0)
+    cfg["hyperparameters"].update({"slow_node": cluster.node2_id, "slow_sleep": 0.5})
+    cfg["scheduling_unit"] = 5
+    exp_id = created_id(create(root, "drain", cfg))
+
+    def on_node2_with_checkpoint() -> Optional[Dict[str, Any]]:
+        trial = (trials_of(exp_id) or [None])[0]
+        runs = runs_in_logs(logs(trial["id"])) if trial else []
+        if trial and trial.get("latest_checkpoint_uuid") and runs and runs[-1]["nodes"].get(0) == cluster.node2_id:
+            return trial
+        return None
+
+    trial = wait_for(on_node2_with_checkpoint, 240, "the trial to checkpoint on node2", interval=0.5)
+    det("-u", "admin", "agent", "enable", cluster.head_id)
+    moved = det("-u", "admin", "agent", "disable", cluster.node2_id)
+    result["disable_output"] = moved.stdout
+    result["agents_node2_disabled"] = json.loads(det("agent", "list", "--json").stdout)
+    result["state"] = wait_experiment(exp_id, 300)
+    det("-u", "admin", "agent", "enable", cluster.node2_id)
+    lines = logs(trial["id"])
+    result.update({"trial": trials_of(exp_id)[0], "length": length, "runs": runs_in_logs(lines),
+                   "notes": [line for line in lines if "was disabled" in line], "logs": lines[-80:]})
+    wait_for(cluster.released, 120, "the resources of the moved trial")
+    return result
 
 
 def main() -> int:
@@ -388,8 +620,10 @@ def main() -> int:
     os.environ["XDG_CONFIG_HOME"] = str(root / "config")  # the client's token cache, private to this run
     os.environ["DET_RAY_CHECK_TIMEOUT_S"] = "60"  # the storage check's first Ray workers start on a busy machine
     # Ray notices a dead node after health_check_failure_threshold missed checks (default 5 x 3 s).
-    os.environ.update({"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
-                       "RAY_health_check_failure_threshold": "3"})
+    # A busy machine's raylet may take seconds to answer: a check times out after 3 s, and 5 missed ones in a row
+    # (at most ~20 s) mark a node dead.
+    os.environ.update({"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "3000",
+                       "RAY_health_check_failure_threshold": "5"})
     out: Dict[str, Any] = {"scenario": scenario}
     try:
         {"spread": spread, "failover": failover}[scenario](root, out)

@@ -16,7 +16,8 @@ def _data(records: int, seed: int) -> torch.utils.data.TensorDataset:
 
 
 class RayTestTrial(det_torch.PyTorchTrial):
-    """Linear regression; `sleep` seconds per batch; prints `[det-test] batch N` (N counts from 1)."""
+    """Linear regression; `sleep` seconds per batch (`slow_sleep` on the node `slow_node`, when given); prints
+    `[det-test] batch N` (N counts from 1)."""
 
     def __init__(self, context: det_torch.PyTorchTrialContext) -> None:
         self.context = context
@@ -36,7 +37,9 @@ class RayTestTrial(det_torch.PyTorchTrial):
 
     def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Dict[str, Any]:
         x, y = batch
-        time.sleep(float(self.context.get_hparam("sleep")))
+        hparams = self.context.get_hparams()
+        slow = hparams.get("slow_node") and os.environ.get("DET_RAY_NODE_ID") == hparams.get("slow_node")
+        time.sleep(float(hparams["slow_sleep"] if slow else hparams["sleep"]))  # slower on `slow_node`, if given
         loss = nn.functional.mse_loss(self.model(x), y)
         self.context.backward(loss)
         self.context.step_optimizer(self.optimizer)

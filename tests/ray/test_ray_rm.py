@@ -18,7 +18,9 @@ from typing import Any, Dict, List
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
-SCENARIO_TIMEOUT_S = 420
+# Only a guard against a hang: each step of a scenario waits with its own deadline (a busy machine, load 10-20 on 2
+# cores, makes a scenario several times slower than the ~3 minutes it takes on a quiet one).
+SCENARIO_TIMEOUT_S = 1800
 DET = str(pathlib.Path(sys.executable).parent / "det")
 
 
@@ -38,6 +40,14 @@ needs_namespaces = pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)
 pytest.importorskip("ray", reason="the Ray resource manager needs `pip install 'determined-revived[ray]'`")
 
 
+def in_namespace(script: str, env: Dict[str, str], timeout: float) -> "subprocess.CompletedProcess[str]":
+    """Run `sh -c script` as PID 1 of a private network and PID namespace. `--kill-child`: when the timeout kills
+    `unshare`, its PID 1 (and so the namespace: the Ray nodes, the master, the trials) is killed with it, instead of
+    going on loading the machine after the test gave up on it."""
+    return subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "--kill-child", "sh", "-c", script],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def run_scenario(name: str, tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     root = tmp_path_factory.mktemp(f"ray-{name}")
     out = root / "out.json"
@@ -46,10 +56,8 @@ def run_scenario(name: str, tmp_path_factory: pytest.TempPathFactory) -> Dict[st
     env.pop("DET_MASTER", None)
     env.pop("RAY_ADDRESS", None)
     started = time.monotonic()
-    proc = subprocess.run(
-        ["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c",
-         f'ip link set lo up && exec "{sys.executable}" "{HERE / "_ray_scenario.py"}" {name} "{out}" "{root}"'],
-        env=env, capture_output=True, text=True, timeout=SCENARIO_TIMEOUT_S)
+    proc = in_namespace(f'ip link set lo up && exec "{sys.executable}" "{HERE / "_ray_scenario.py"}" {name} "{out}" '
+                        f'"{root}"', env, SCENARIO_TIMEOUT_S)
     seconds = time.monotonic() - started
     print(proc.stdout[-4000:])
     assert out.exists(), f"the scenario wrote nothing (exit {proc.returncode}): {proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -98,6 +106,34 @@ def test_ray_options_need_the_ray_resource_manager(tmp_path: pathlib.Path) -> No
     proc = subprocess.run([DET, "master", "up", "--config", str(config), "--data-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "--ray-cpus-per-slot must be a positive number" in proc.stderr
+
+
+def _processes_with(marker: str) -> List[int]:
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                    errors="replace"):
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+@needs_namespaces
+def test_a_scenario_that_times_out_leaves_nothing_running() -> None:
+    """A scenario the test gives up on (its timeout) ends with everything it started: a busy machine must not be
+    made busier by the Ray cluster of a scenario nobody waits for any more."""
+    marker = f"{secrets.randbelow(10**6) + 10**6}"
+    with pytest.raises(subprocess.TimeoutExpired):
+        in_namespace(f"sleep {marker} & exec sleep {marker}", dict(os.environ), timeout=1.0)
+    deadline = time.monotonic() + 30  # the kernel ends the namespace's processes after its PID 1
+    while _processes_with(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _processes_with(f"sleep {marker}")
+    for pid in left:  # the test's own processes, by pid
+        os.kill(pid, 9)
+    assert left == []
 
 
 # ------------------------------------------------------------------ scenario `spread`: a, d, e
@@ -164,6 +200,31 @@ def test_submission_refuses_what_cannot_run_on_the_cluster(spread: Dict[str, Any
     assert spread["experiments_after_refusals"] == []
 
 
+@pytest.mark.slow
+@needs_namespaces
+def test_two_users_trials_run_as_their_accounts_in_sandboxes_on_the_ray_nodes(spread: Dict[str, Any]) -> None:
+    """Issue 33 on a 2-node Ray cluster: a master run as root with --trial-user; alice's and bob's trials run as
+    their linked OS accounts in a bubblewrap sandbox their node builds (rm/_ray_worker.py, rm/sandbox.py)."""
+    iso = spread["isolation"]
+    assert "error" not in iso, iso.get("error")
+    head = iso["master_log_head"]
+    assert head.count("trials run as their users' OS accounts in a bubblewrap sandbox") == 2, head  # both nodes
+    assert "NOT ISOLATED" not in iso["master_log"] and "NOT SANDBOXED" not in iso["master_log"]
+    assert "trials run as: each user's linked OS account" in head
+    assert iso["alice_state"] == "COMPLETED", "\n".join(iso["alice_logs"])
+    assert iso["bob_state"] == "COMPLETED", "\n".join(iso["bob_logs"])
+    found = iso["found"]
+    print(f"alice's trial ran on node {found['node']}; bob's: {iso['bob_node_lines']}")
+    assert (found["uid"], found["node"] in spread["nodes"].values()) == (iso["ids"]["alice"][0], True), found
+    for what in ("bob_checkpoint", "read_db", "bob_tmp"):
+        assert found[what] in ("PermissionError", "FileNotFoundError"), (what, found)
+    assert found["bob_tmp_on_node"] == [], found
+    assert set(found["list_data_dir"]) <= {"work", "tensorboard", "checkpoints"}, found  # only what its run uses
+    assert found["source"] == "bob-c1", found  # the checkpoint she named (bob's) she may read
+    for uuid, (who, uid, gid, mode) in iso["owners"].items():  # files are their account's, private to it
+        assert [uid, gid] == iso["ids"][who] and mode & 0o077 == 0, (uuid, who, uid, gid, oct(mode))
+
+
 # ------------------------------------------------------------------ scenario `failover`: b, c
 
 
@@ -217,3 +278,34 @@ def test_a_dead_node_s_trials_finish_on_the_head(failover: Dict[str, Any]) -> No
           f"resumed at batch {resumed_at}, batches redone {redone} of {result['length']}, "
           f"recovered in {result['recovery_seconds']:.1f} s")
     assert resumed_at > 1 and 0 <= redone < result["length"]
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_a_disabled_node_s_trial_checkpoints_and_finishes_on_the_other_node(failover: Dict[str, Any]) -> None:
+    """Issue 32's must-show "draining a Ray node moves its trials to the other node through their checkpoints;
+    nothing is lost": `det agent disable NODE` (admins only) preempts the node's trial, which checkpoints and resumes
+    from that checkpoint on the other node; `--drain` keeps new runs off a node."""
+    result = failover["drain"]
+    assert "error" not in result, result.get("error")
+    head, node2 = failover["nodes"]["head"], failover["nodes"]["node2"]
+    assert {a["id"] for a in result["agents"]} == {head, node2}, result["agents"]
+    assert result["non_admin"]["rc"] != 0 and "only an admin may enable or disable an agent" in \
+        result["non_admin"]["output"], result["non_admin"]
+    drained = {a["id"]: a for a in result["agents_head_disabled"]}
+    assert (drained[head]["enabled"], drained[head]["draining"], drained[node2]["enabled"]) == (False, True, True)
+    disabled = {a["id"]: a for a in result["agents_node2_disabled"]}
+    assert (disabled[node2]["enabled"], disabled[node2]["draining"]) == (False, False)
+    assert "checkpoint and resume" in result["disable_output"], result["disable_output"]
+    trial, runs = result["trial"], result["runs"]
+    assert result["state"] == "COMPLETED", "\n".join(result["logs"])
+    # Preempted, not failed: no restart spent; the first run on node2 (the head was draining), the last on the head.
+    assert trial["restarts"] == 0 and trial["total_batches"] == result["length"], trial
+    assert _rank0_nodes(runs)[0] == node2 and _rank0_nodes(runs)[-1] == head, runs
+    assert [line for line in result["notes"] if f"its Ray node {node2} was disabled" in line], result["logs"][-20:]
+    # Nothing lost: the head's run starts right after the checkpoint the node2 run left, and trains to the end.
+    resumed_at = runs[-1]["batches"][0]
+    trained_on_node2 = max(b for run in runs[:-1] for b in run["batches"])
+    print(f"disabled node: trained {trained_on_node2} batches on node2, resumed at {resumed_at} on the head")
+    assert 1 < resumed_at <= trained_on_node2 + 1
+    assert runs[-1]["batches"] == list(range(resumed_at, result["length"] + 1))

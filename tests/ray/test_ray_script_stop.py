@@ -48,6 +48,7 @@ def _manager(monkeypatch: pytest.MonkeyPatch, script: bool) -> Tuple[Any, Any, L
     monkeypatch.setattr(ray_rm, "TERM_GRACE_S", 0.3)
     rm: Any = object.__new__(ray_rm.RayResourceManager)
     rm._runs, rm._dead, rm._idle, rm._warming = {}, set(), [], []
+    rm._placements, rm._disabled = {}, {}  # no resource pools of its own, no disabled node
     rm._ray = type("FakeRay", (), {"kill": staticmethod(lambda actor, no_restart: None)})
     rm._remove_placement_group = lambda pg: None
     sent: List[Tuple[int, int]] = []

@@ -14,6 +14,8 @@ from determined.master.rm import _ray_worker, ray as ray_rm
 def _manager(total: int = 3) -> Any:
     rm: Any = object.__new__(ray_rm.RayResourceManager)
     rm._runs, rm._dead, rm._idle, rm._warming = {}, set(), [], []
+    rm._placements, rm._disabled = {}, {}  # no resource pools of its own, no disabled node
+    rm.trial_user, rm._storage_checks, rm._storage_bad = None, [], {}
     rm.slots = ray_rm.ClusterSlots(kind="cpu", total=total)
     rm.trial_host = None
     rm.released = []
@@ -102,7 +104,7 @@ def test_a_warmed_worker_forks_its_first_run_from_its_server(tmp_path: Any) -> N
         assert worker.warm() is True and worker._server is server  # one server, however often it is asked
         command = ["python", "-m", "determined.exec.harness"]
         pid = worker.start(command, {"DET_ALLOCATION_ID": "a1", "DET_MASTER": "http://127.0.0.1:9"},
-                           fork_server=True)
+                           fork_server=True)["pid"]
         assert worker._proc is not None and worker._proc.pid == pid
         assert type(worker._proc).__name__ == "ForkedProcess"  # forked by the server, not a new interpreter
         worker.kill_group()

@@ -198,9 +198,14 @@ class WorkspaceMethods:
 
     _session: Any
 
-    def create_workspace(self, name: str) -> Workspace:
-        """A new workspace owned by this client's user (names are unique)."""
-        data = self._session.post("/workspaces", {"name": _check_name(name, "name")})["workspace"]
+    def create_workspace(self, name: str, *, default_compute_pool: Optional[str] = None,
+                         default_aux_pool: Optional[str] = None) -> Workspace:
+        """A new workspace owned by this client's user (names are unique); its default compute and aux pools
+        (admins only) are used by its jobs that name no pool."""
+        body = {"name": _check_name(name, "name")}
+        body.update({k: v for k, v in (("default_compute_pool", default_compute_pool),
+                                       ("default_aux_pool", default_aux_pool)) if v is not None})
+        data = self._session.post("/workspaces", body)["workspace"]
         return Workspace._from_json(data, self._session)
 
     def get_workspace(self, name: str) -> Workspace:

@@ -3,12 +3,14 @@ from typing import Any, Dict, Optional
 
 from fastapi import APIRouter, Depends, Request
 
+from determined.config.entrypoint import runs_native
 from determined.config.storage import with_gc_policy
 from determined.master.lifecycle import actions, experiment_edits, protocol, states
 from determined.master.security import auth
 from determined.master.storage import gc
 from determined.master.views import serialize
 from determined.master.registry import model_registry, templates, workspaces
+from determined.master.scheduling import bindings, pools
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.api.schemas._base import fields_of
 from determined.master.api.schemas.experiments import (ContinueExperimentRequest, CreateExperimentRequest,
@@ -36,12 +38,16 @@ def create_experiment(request: Request, request_body: CreateExperimentRequest) -
         raw = body["config"]
         if body.get("template") is not None:  # a stored template under the config (Determined 0.38's merge)
             with master.read() as s:
-                raw = templates.merge_under(s, body["template"], raw)
+                raw = templates.merge_under(s, body["template"], raw, auth.principal_of(request))
         config = actions.canonical_config(raw, str(master.data_dir))
         storage = master.storage_problems(config.get("checkpoint_storage"))
         if storage:
-            raise RequestProblem(400, "checkpoint storage outside this master's storage roots", storage)
-        model_def = decode_model_def(body.get("model_definition"), config.get("entrypoint"))
+            raise RequestProblem(400, "checkpoint storage this master does not allow (storage roots, S3 endpoints)", storage)
+        scheduling = pools.submission_problems(master.pools, config, admin=auth.principal_of(request).admin)
+        if scheduling:  # a pool this master does not have, a priority above the master's priority_limit
+            raise RequestProblem(400, "invalid experiment config", scheduling)
+        model_def = decode_model_def(body.get("model_definition"), config.get("entrypoint"),
+                                     resolve_entrypoint=not runs_native(config))
         check = getattr(master.rm, "check_experiment", None)  # a resource manager's own checks (Ray: rm/ray.py)
         total = master.total_slots()
         if check is not None:
@@ -55,6 +61,8 @@ def create_experiment(request: Request, request_body: CreateExperimentRequest) -
         principal = auth.principal_of(request)
         with master.write() as s:
             project = workspaces.project_for_new_experiment(s, config, body.get("project_id"))
+            # the pool must be available to the workspace (bindings); none named: the workspace's default pool
+            config = bindings.place_experiment(s, master.pools, config, project.workspace_id)
             exp = actions.create_experiment(s, config, model_def, activate=bool(body.get("activate", True)),
                                             owner=principal.username)
             exp.owner_id = principal.user_id
@@ -149,6 +157,10 @@ def patch_experiment(request: Request, experiment_id: int,
         fields = model_registry.check_body(fields_of(body) if body is not None else None,
                                            ("checkpoint_storage",) + experiment_edits.FIELDS, "experiment update")
         problems = experiment_edits.check_update(fields)
+        priority = (fields.get("resources") or {}).get("priority") if isinstance(fields.get("resources"), dict) else None
+        if not problems and isinstance(priority, int):  # the master's priority_limit holds for non-admins
+            limit = master.pools.priority_problem(priority, admin=auth.principal_of(request).admin)
+            problems += [limit] if limit else []
         if problems:
             raise RequestProblem(400, "invalid experiment update", problems)
         policy = gc.check_policy(fields["checkpoint_storage"]) if "checkpoint_storage" in fields else {}
@@ -180,7 +192,7 @@ def continue_experiment(request: Request, experiment_id: int,
                                                        str(master.data_dir))
             storage = master.storage_problems(exp.config.get("checkpoint_storage"))
             if storage:
-                raise RequestProblem(400, "checkpoint storage outside this master's storage roots", storage)
+                raise RequestProblem(400, "checkpoint storage this master does not allow (storage roots, S3 endpoints)", storage)
             s.flush()
             return {"experiment": serialize.experiment(s, exp)}
 

@@ -9,13 +9,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from determined.master import ui
 from determined.master.api import (checkpoint_files, checkpoints, cluster, experiments, imports, info, insights,
-                                   models, read_routes, searcher, templates, trial_protocol, trials, unmanaged, users,
-                                   workspaces)
+                                   jobs, models, read_routes, resource_pools, searcher, templates, trial_protocol,
+                                   trials, unmanaged, users, workspaces)
+from determined.master.api import tasks
 
 API_PREFIX = "/api/v1"
 
 API_MODULES = (info, experiments, trials, trial_protocol, searcher, unmanaged, checkpoints, checkpoint_files, models,
-               cluster, insights, workspaces, templates, users, imports)
+               cluster, insights, workspaces, templates, users, imports, jobs, tasks, resource_pools)
 
 
 def include_all(app: FastAPI) -> None:

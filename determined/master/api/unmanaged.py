@@ -43,11 +43,11 @@ def create_unmanaged_experiment(request: Request, body: Any, external_id: Option
         from determined.master.registry import templates
 
         with master.read() as s:
-            raw = templates.merge_under(s, fields["template"], raw)
+            raw = templates.merge_under(s, fields["template"], raw, auth.principal_of(request))
     config = actions.canonical_config(raw, str(master.data_dir), unmanaged=True)
     storage = master.storage_problems(config.get("checkpoint_storage"))
     if storage:
-        raise RequestProblem(400, "checkpoint storage outside this master's storage roots", storage)
+        raise RequestProblem(400, "checkpoint storage this master does not allow (storage roots, S3 endpoints)", storage)
     principal = auth.principal_of(request)
     if principal.is_trial:
         raise RequestProblem(403, "a trial's token cannot create unmanaged experiments; use a user's token")

@@ -1,5 +1,6 @@
 """Workspace and project routes (determined/master/registry/workspaces.py has the rules): create, list, describe, rename,
-archive, unarchive, delete; the experiments of a project; moving an experiment to another project."""
+archive, unarchive, delete; a workspace's default and available resource pools (scheduling/bindings.py); the
+experiments of a project; moving an experiment to another project."""
 from typing import Any, Dict, Optional
 
 from fastapi import APIRouter, HTTPException, Request
@@ -8,12 +9,13 @@ from sqlalchemy.exc import IntegrityError
 from determined.master.security import auth
 from determined.master.views import serialize
 from determined.master.registry import workspaces
+from determined.master.scheduling import bindings
 from determined.master.api._deps import http_error, master_of, problems_as_http
 from determined.master.api.schemas._base import fields_of
 from determined.master.api.schemas.experiments import ExperimentAnswer
 from determined.master.api.schemas.workspaces import (Completed, MoveExperimentBody, ProjectAnswer, ProjectBody,
                                                      ProjectNoteBody, ProjectNotes, ProjectNotesBody, WorkspaceAnswer,
-                                                     WorkspaceBody)
+                                                     WorkspaceBody, WorkspacePools)
 from determined.master.views.workspace_reads import project_json, workspace_json
 from determined.master.lifecycle.experiment import get_experiment
 from determined.master.problems import RequestProblem
@@ -46,13 +48,31 @@ def create_workspace(request: Request, body: Optional[WorkspaceBody] = None) -> 
 
 @router.patch("/workspaces/{workspace_id}", response_model=WorkspaceAnswer)
 def patch_workspace(request: Request, workspace_id: int, body: Optional[WorkspaceBody] = None) -> Dict[str, Any]:
-    """Rename (`{"name"}`): the owner or an admin."""
+    """Rename (`{"name"}`): the owner or an admin; default pools (`{"default_compute_pool", "default_aux_pool"}`):
+    an admin."""
     try:
         with problems_as_http(), master_of(request).write() as s:
             ws = workspaces.update_workspace(s, workspace_id, _fields(body), auth.principal_of(request))
             return {"workspace": workspace_json(s, ws)}
     except IntegrityError:
         raise _taken("the workspace name") from None
+
+
+@router.get("/workspaces/{workspace_id}/available-resource-pools", response_model=WorkspacePools)
+def available_resource_pools(request: Request, workspace_id: int) -> Dict[str, Any]:
+    """The pools the workspace's jobs may use (`det workspace list-pools`): the unbound ones and those bound to it,
+    with the pools its jobs get when their config names none."""
+    master = master_of(request)
+    with problems_as_http():
+        auth.principal_of(request)
+        with master.read() as s:
+            ws = workspaces.get_workspace(s, workspace_id)
+            compute, aux = bindings.effective_defaults(s, master.pools, ws.id)
+            return {"workspace_id": ws.id, "workspace_name": ws.name,
+                    "resource_pools": bindings.available_pools(s, master.pools, ws.id),
+                    "bound_resource_pools": sorted(pool for pool, ids in bindings.bound_workspaces(s).items()
+                                                   if ws.id in ids and pool in master.pools.pools),
+                    "default_compute_pool": compute, "default_aux_pool": aux}
 
 
 @router.delete("/workspaces/{workspace_id}", response_model=Completed)

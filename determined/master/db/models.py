@@ -270,6 +270,11 @@ class User(Base):
     admin: Mapped[bool] = mapped_column(Boolean, default=False)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    # The OS account the user's trials run as (`det user link-with-agent-user`); NULL: the master's default.
+    agent_uid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    agent_gid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    agent_user: Mapped[Optional[str]] = mapped_column(String(32), nullable=True)
+    agent_group: Mapped[Optional[str]] = mapped_column(String(32), nullable=True)
 
 
 class AuthToken(Base):
@@ -332,3 +337,87 @@ class ImportMapping(Base):
     new_id: Mapped[Optional[str]] = mapped_column(String(128), nullable=True)
     note: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Task(Base):
+    """An interactive task (determined/master/tasks/): a command, a notebook or a TensorBoard, scheduled on the
+    same slots as trials. `state` is one of tasks/states.py; `context` the packed `--context` directory;
+    `service_secret` the secret the master sends to the task's own server (Jupyter's token), never shown to users;
+    `port`/`host` where the task's server listens (the master's proxy, /proxy/<id>/); a shell's SSH key pair.
+    Migration 0016."""
+
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_type: Mapped[str] = mapped_column(String(16), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True, index=True)
+    owner: Mapped[str] = mapped_column(String(128), default="")
+    workspace_id: Mapped[Optional[int]] = mapped_column(ForeignKey("workspaces.id"), nullable=True, index=True)
+    config: Mapped[Any] = mapped_column(JSON)
+    context: Mapped[Optional[bytes]] = mapped_column(LargeBinary, nullable=True)
+    slots: Mapped[int] = mapped_column(Integer, default=1)
+    resource_pool: Mapped[str] = mapped_column(String(128), default="default")
+    priority: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    experiment_ids: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    exit_code: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    end_reason: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    kill_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    port: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    host: Mapped[Optional[str]] = mapped_column(String(256), nullable=True)
+    service_secret: Mapped[Optional[str]] = mapped_column(String(128), nullable=True)
+    # a shell's key pair (OpenSSH format): the private key is given only to its owner and admins
+    ssh_private_key: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    ssh_public_key: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    slot_ids: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    last_activity: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
+    registered_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    start_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
+    end_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
+
+
+class TaskLog(Base):
+    """A line of an interactive task's output, or of the master about it (stream `master`)."""
+
+    __tablename__ = "task_logs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id"), index=True)
+    timestamp: Mapped[datetime.datetime] = mapped_column(DateTime)
+    stream: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text)
+
+
+class ResourcePoolBinding(Base):
+    """A resource pool bound to a workspace (Determined 0.23.4+): a pool with bindings is usable only from its bound
+    workspaces; a pool with none from every workspace. `pool_name` is a name of the master config's pools.
+    Migration 0017."""
+
+    __tablename__ = "resource_pool_bindings"
+
+    pool_name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), primary_key=True, index=True)
+
+
+class WorkspaceDefaultPools(Base):
+    """A workspace's own default compute and aux pools (`det workspace edit --default-compute-pool/
+    --default-aux-pool`), used when a config names no pool; NULL: the cluster's default. Migration 0017."""
+
+    __tablename__ = "workspace_default_pools"
+
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), primary_key=True)
+    compute_pool: Mapped[Optional[str]] = mapped_column(String(256), nullable=True)
+    aux_pool: Mapped[Optional[str]] = mapped_column(String(256), nullable=True)
+
+
+class JobQueuePosition(Base):
+    """A job's place in its pool's queue set by `det job update --ahead-of/--behind-of` (Determined <= 0.34): it
+    orders the job among those of its priority instead of its submission time (seconds since the epoch); a row
+    outlives a restart of the master. Migration 0017."""
+
+    __tablename__ = "job_queue_positions"
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[float] = mapped_column(Float)

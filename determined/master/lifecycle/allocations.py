@@ -113,6 +113,8 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
                                       "from its latest checkpoint when a master runs the experiment again")
     elif preempted and returncode == 0:
         why = "its experiment is paused" if trial.state == states.PAUSED else (
+            "it gave its slot to a job of higher priority (or to its fair share); it resumes from this checkpoint"
+            if pending_operations(s, trial.id) or (runs_own_loop(exp) and not trial.close_requested) else
             "it gives its slot to a trial with work while it waits for the search method")
         trial_notes.note(s, trial.id, f"run {trial.runs} checkpointed and stopped: {why}")
     if trial.state in (states.STOPPING_KILLED, states.STOPPING_CANCELED):

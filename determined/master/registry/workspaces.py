@@ -6,7 +6,8 @@ archived or deleted. Names are unique (workspaces globally, projects within thei
 names.NAME_RULE. Anyone may create a workspace, or a project in a workspace that is not archived; only the owner
 or an admin may rename, describe, archive, unarchive or delete it. An archived workspace or project takes no new
 experiments (nor projects, nor moved experiments); a workspace or project that still holds experiments (or
-models) is not deleted: move or delete them first.
+models) is not deleted: move or delete them first. A workspace's default resource pools and the pools bound to it
+are scheduling/bindings.py's: an admin sets them; an active experiment moves only to a workspace that may use its pool.
 
 Every function works inside the caller's transaction and raises RequestProblem before it changes anything, so a
 refused request stores nothing.
@@ -20,6 +21,8 @@ from determined.master.security import auth
 from determined.master.registry import names
 from determined.master.registry.fields import check_body
 from determined.master.lifecycle import states
+from determined.master.lifecycle.actions import config_value
+from determined.master.scheduling import bindings, pools
 from determined.master.db import Experiment, Model, Project, Workspace, utcnow
 from determined.master.problems import RequestProblem
 from determined.master.security.request_limits import clip_repr
@@ -127,28 +130,40 @@ def _taken_project(s: Session, ws: Workspace, name: str, but: Optional[int] = No
 # ---------------------------------------------------------------- workspaces
 
 
+_WORKSPACE_FIELDS = ("name", "default_compute_pool", "default_aux_pool")
+
+
 def create_workspace(s: Session, body: Any, principal: auth.Principal) -> Workspace:
-    """A new workspace `{"name"}` owned by the sender; 409 when the name is taken."""
+    """A new workspace `{"name", "default_compute_pool"?, "default_aux_pool"?}` owned by the sender; 409 when the
+    name is taken. Default pools: admins only (scheduling/bindings.py)."""
     _check_not_trial(principal, "create workspaces")
-    fields = check_body(body, ("name",), "workspace")
+    fields = check_body(body, _WORKSPACE_FIELDS, "workspace")
     name = _check_workspace_name(fields.get("name"))
+    defaults = bindings.check_default_pools(fields)
+    if defaults:
+        auth.check_admin(principal, "set a workspace's default resource pools")
     _taken_workspace(s, name)
     ws = Workspace(name=name, archived=False, immutable=False, owner=principal.username, owner_id=principal.user_id,
                    created_at=utcnow())
     s.add(ws)
     s.flush()
+    bindings.set_workspace_defaults(s, pools.of_session(s), principal, ws.id, defaults)
     return ws
 
 
 def update_workspace(s: Session, workspace_id: int, body: Any, principal: auth.Principal) -> Workspace:
-    """Rename a workspace (`{"name"}`): its owner or an admin."""
-    fields = check_body(body, ("name",), "workspace update")
+    """Rename a workspace (`{"name"}`): its owner or an admin; set its default pools (`{"default_compute_pool",
+    "default_aux_pool"}`, "" for the cluster's): an admin, also on the default workspace."""
+    fields = check_body(body, _WORKSPACE_FIELDS, "workspace update")
     ws = get_workspace(s, workspace_id)
-    _check_owner(principal, ws, "renamed", "workspace")
+    defaults = bindings.check_default_pools(fields)
+    if "name" in fields or not defaults:
+        _check_owner(principal, ws, "renamed", "workspace")
     if "name" in fields:
         name = _check_workspace_name(fields["name"])
         _taken_workspace(s, name, but=ws.id)
         ws.name = name
+    bindings.set_workspace_defaults(s, pools.of_session(s), principal, ws.id, defaults)
     s.flush()
     return ws
 
@@ -175,6 +190,7 @@ def delete_workspace(s: Session, workspace_id: int, principal: auth.Principal) -
                                   f"workspace (`det experiment move`, `det model move`) or delete them first")
     for project in s.scalars(select(Project).where(Project.workspace_id == ws.id)):
         s.delete(project)
+    bindings.forget_workspace(s, ws.id)
     s.flush()
     s.delete(ws)
     s.flush()
@@ -328,6 +344,12 @@ def move_experiment(s: Session, exp: Experiment, body: Any, principal: auth.Prin
             raise RequestProblem(400, "invalid experiment move", [
                 "project_id: required (the destination project's id), or both workspace and project (its names)"])
         project = project_for_new_experiment(s, {"workspace": ws_name, "project": project_name})
+    if exp.state in ACTIVE_STATES:  # it will run again: its pool must be available to the new workspace
+        cluster = pools.of_session(s)
+        pool = str(config_value(exp.config, "resources", "resource_pool", default="") or "") or cluster.default_compute
+        problem = pool in cluster.pools and bindings.unavailable_problem(s, cluster, pool, project.workspace_id)
+        if problem:
+            raise RequestProblem(400, "the experiment cannot move there", [problem])
     exp.project_id = project.id
     s.flush()
     return exp

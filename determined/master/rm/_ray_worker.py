@@ -6,6 +6,8 @@ own session. The process dies with the actor (PR_SET_PDEATHSIG from a thread tha
 whole process group is signalled by `kill_group` (SIGKILL; SIGTERM first for a script's run). Its stdout and stderr lines are buffered here and handed
 to the master through `drain`, a long poll (the actor is threaded, so `drain` and `kill_group` can wait at
 the same time). The master may keep a worker whose process exited 0 for the next run of the same size.
+A run of a master with a trial user starts as its user's OS account, in a sandbox when the node can make one
+(`start(run_as=...)`, `isolation_problem`).
 
 This module imports nothing from Ray at import time, so the master's package stays importable without it.
 """
@@ -20,11 +22,15 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, IO, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, IO, List, NoReturn, Optional, Sequence, Tuple
 
 _PR_SET_PDEATHSIG = 1
 MAX_LINES_PER_DRAIN = 5000
 DRAIN_LINGER_S = 0.25
+# Where a node keeps the directories of runs started as their users' accounts (root's, 0711; each run's directory
+# is its account's, 0700). Not under /tmp: a sandboxed run gets a private /tmp of its own.
+RUN_AS_ROOT = "/run/determined-ray"
+_ISOLATION_PROBLEM: List[Optional[str]] = []  # this worker process's answer of `isolation_problem`, once asked
 
 Line = Tuple[float, str, str]  # (unix time, "stdout" | "stderr", text)
 
@@ -91,8 +97,15 @@ class RankWorker:
 
     def start(self, command: Sequence[str], env_updates: Dict[str, str],
               prestart: Optional[Sequence[str]] = None, *, fork_server: bool = False,
-              context: Optional[Dict[str, Any]] = None) -> int:
-        """Start the trial process; its pid. `command[0]` "python" means this worker's own interpreter.
+              context: Optional[Dict[str, Any]] = None, run_as: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Start the trial process; {"pid": its pid, "not_isolated": why the run is not isolated on this node
+        (None: it is, or it was not asked)}. `command[0]` "python" means this worker's own interpreter.
+
+        `run_as` (a master with a trial user): {"request": the run's RunRequest, "default": the default TrialUser,
+        "data_dir", "storage_roots", "hidden": the master's paths a sandbox hides}. The run then starts cold (no
+        fork server, no prestarted process: those are the worker's own user's) as its account, in a bubblewrap
+        sandbox when this node can make one (rm/sandbox.py), else as its account only, else (the worker does not run
+        as root) as the worker's user; the answer says which.
 
         A worker kept for reuse starts the next run's process after the previous one exited and was drained.
         With `fork_server` (`command` is the harness), the worker starts a harness-only fork server
@@ -108,6 +121,8 @@ class RankWorker:
             self._lines, self._proc, self._exit_code, self._start_error = [], None, None, None
             self._run = env_updates.get("DET_ALLOCATION_ID")
             self._cond.notify_all()
+        if run_as is not None:
+            return self._start_as_account(command, env_updates, context, run_as)
         base = self._base_env()
         env = dict(base)
         env.update(env_updates)
@@ -139,7 +154,84 @@ class RankWorker:
                 self._idle = self._fork(argv, base, tempfile.gettempdir(), subprocess.PIPE, trial=False)
             except OSError:
                 self._idle = None  # the next run starts its process itself
-        return proc.pid
+        return {"pid": proc.pid, "not_isolated": None}
+
+    def _start_as_account(self, command: Sequence[str], env_updates: Dict[str, str], context: Optional[Dict[str, Any]],
+                          run_as: Dict[str, Any]) -> Dict[str, Any]:
+        """`start` of a run that runs as its user's OS account (see `start`)."""
+        from determined.master.rm.sandbox import Sandbox, SandboxRefused, account_of, prepare_tensorboard_dir
+
+        argv = list(command)
+        if argv and argv[0] == "python":
+            argv[0] = sys.executable
+        problem = isolation_problem()["problem"]
+        popen: Dict[str, Any] = {}
+        if os.geteuid() != 0:  # the worker's own user runs it, in a run directory of its own
+            self._work_dir = tempfile.mkdtemp(prefix=f"det-ray-{env_updates.get('DET_ALLOCATION_ID', 'run')}-")
+            env = {**self._base_env(), **env_updates}
+            owner = None
+        else:
+            request = run_as["request"]
+            account = account_of(request.account, run_as["default"])
+            os.makedirs(RUN_AS_ROOT, mode=0o711, exist_ok=True)
+            os.chmod(RUN_AS_ROOT, 0o711)
+            self._work_dir = tempfile.mkdtemp(prefix=f"{env_updates.get('DET_ALLOCATION_ID', 'run')}-", dir=RUN_AS_ROOT)
+            os.chown(self._work_dir, account.uid, account.gid)
+            owner = (account.uid, account.gid)
+            from determined.master.rm.trial_env import trial_environment
+
+            env = {**trial_environment(os.environ, user=account, home=self._home(account)), **env_updates}
+            if problem is None:
+                existing = [p for p in (run_as.get("hidden") or []) if os.path.exists(p)]
+                roots = [r for r in (run_as.get("storage_roots") or []) if os.path.isdir(r)]
+                sandbox = Sandbox(str(run_as["data_dir"]), storage_roots=roots, hidden=existing)
+                tensorboard = request.tensorboard_dir
+                if tensorboard and os.path.isdir(os.path.dirname(os.path.dirname(tensorboard))):
+                    prepare_tensorboard_dir(tensorboard, account)
+                else:  # the master's data dir is not on this node: the run writes its events elsewhere
+                    import dataclasses
+
+                    request = dataclasses.replace(request, tensorboard_dir=None)
+                try:
+                    argv = sandbox.argv(argv, run_dir=self._work_dir, home=env.get("HOME", ""), account=account,
+                                        request=request)
+                except SandboxRefused as e:
+                    self._refuse(f"the trial cannot start: {e}")
+                popen = {"umask": 0o022}  # bwrap makes the mounts as root; setpriv takes the account inside
+            else:
+                popen = {**account.popen_kwargs(), "umask": 0o077}
+        if context is not None:
+            from determined.exec._environment import RUN_CONTEXT_ENV, write_run_context
+
+            env[RUN_CONTEXT_ENV] = write_run_context(self._work_dir, context, owner)
+        try:
+            proc = self._fork(argv, env, self._work_dir, subprocess.DEVNULL, trial=True, popen=popen)
+        except OSError as e:
+            self._refuse(f"cannot start {argv[0]!r}: {e.strerror or e}")
+        return {"pid": proc.pid, "not_isolated": problem}
+
+    def _refuse(self, message: str) -> NoReturn:
+        with self._cond:
+            self._start_error = message
+            self._exit_code = 127
+            self._cond.notify_all()
+        if self._work_dir:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+        raise RuntimeError(message)
+
+    @staticmethod
+    def _home(account: Any) -> str:
+        """The account's home directory when it owns one on this node, else a spare one, private to it."""
+        try:
+            if account.home and os.stat(account.home).st_uid == account.uid:
+                return str(account.home)
+        except OSError:
+            pass
+        path = os.path.join(RUN_AS_ROOT, f".home-{account.uid}")
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        if os.lstat(path).st_uid != account.uid:
+            os.chown(path, account.uid, account.gid, follow_symlinks=False)
+        return path
 
     def warm(self) -> bool:
         """Start this worker's harness-only fork server now, before its first run (a worker the resource manager
@@ -205,7 +297,7 @@ class RankWorker:
         return trial_environment(os.environ)
 
     def _fork(self, argv: List[str], env: Dict[str, str], cwd: str, stdin: int,
-              trial: bool) -> "subprocess.Popen[bytes]":
+              trial: bool, popen: Optional[Dict[str, Any]] = None) -> "subprocess.Popen[bytes]":
         """Start a process (the trial's when `trial`, else a prestarted one) from a thread that lives as long
         as it: PR_SET_PDEATHSIG fires when the *thread* that forked the child ends."""
         result: Dict[str, Any] = {}
@@ -215,7 +307,7 @@ class RankWorker:
             try:
                 proc = subprocess.Popen(
                     argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    start_new_session=True, preexec_fn=self._die_with_parent,
+                    start_new_session=True, preexec_fn=self._die_with_parent, **(popen or {}),
                 )
             except OSError as e:
                 result["error"] = e
@@ -330,6 +422,28 @@ class RankWorker:
         except (ProcessLookupError, PermissionError):
             return False
         return True
+
+
+def isolation_problem() -> Dict[str, Any]:
+    """On one node: {"ip", "problem"}: why runs that should run as their users' accounts in a sandbox are not
+    isolated here (None: they are). Asked once per worker process (the bwrap probe takes a moment)."""
+    if not _ISOLATION_PROBLEM:
+        if os.geteuid() != 0:
+            problem: Optional[str] = (
+                f"the Ray worker runs as uid {os.geteuid()}, not root: trials run as that user, not as their users' "
+                "OS accounts, without a sandbox (every user's trial can read the others' checkpoints and processes); "
+                "start the Ray node as root")
+        else:
+            from determined.master.rm.sandbox import sandbox_problem
+
+            why = sandbox_problem()
+            problem = None if why is None else (
+                f"{why}: trials run as their users' OS accounts but without a sandbox (they share /tmp and see the "
+                "node's other processes, their setsid children may outlive them, bind_mounts have no effect, the "
+                "master's data dir is as readable as its permissions allow there, and a trial can read the "
+                "checkpoints of another experiment of the same account); install bubblewrap on the node")
+        _ISOLATION_PROBLEM.append(problem)
+    return {"ip": _node_ip(), "problem": _ISOLATION_PROBLEM[0]}
 
 
 def check_shared_path(path: str, marker_name: str, expected: str) -> Dict[str, Any]:

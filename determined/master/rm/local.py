@@ -18,6 +18,7 @@ from determined.exec import forkserver
 from determined.exec._environment import RUN_CONTEXT_ENV, write_run_context
 from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
 from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
+from determined.master.rm.sandbox import (RunRequest, Sandbox, SandboxRefused, account_of, prepare_tensorboard_dir)
 from determined.master.rm.slots import Slots, detect_slots
 from determined.master.rm.trial_env import TrialUser, inherited_environment, trial_environment
 
@@ -49,6 +50,7 @@ class TrialProcess:
     killed: bool = False
     script: bool = False
     kill_deadline: Optional[float] = None  # when a script run that got SIGTERM is SIGKILLed
+    sandboxed: bool = False  # its process is bwrap (rm/sandbox.py), which a SIGTERM would end with the whole run
 
 
 class LocalResourceManager:
@@ -83,7 +85,10 @@ class LocalResourceManager:
     allow-list of this process's environment (a server's), or with `inherit_environment` (an embedded master, whose
     trials are its user's own programs) from this process's whole environment but its DET_* variables, plus the
     experiment's variables (`launch(env=...)`). With
-    `trial_user`, it runs as that OS user (this process must be root) in a run directory owned by it.
+    `trial_user`, it runs as its submitting user's linked OS account (`launch(run=RunRequest(account=...))`), else as
+    `trial_user` (this process must be root), in a run directory owned by that account, with umask 077; with
+    `sandbox` (rm/sandbox.py), inside a bubblewrap sandbox of its own, started cold (a fork server's or prestarted
+    process's namespaces and account are not the run's).
     """
 
     def __init__(
@@ -97,12 +102,17 @@ class LocalResourceManager:
         trial_user: Optional[TrialUser] = None,
         line_bytes: int = DEFAULT_LINE_BYTES,
         inherit_environment: bool = False,
+        sandbox: Optional[Sandbox] = None,
     ) -> None:
         self.work_root = work_root
+        self.sandbox = sandbox if trial_user is not None else None
+        # The master hands launch() each run's RunRequest (its user's account, what its sandbox shows).
+        self.runs_as_users = trial_user is not None
         self.inherit_environment = inherit_environment and trial_user is None
         self.line_bytes = line_bytes  # the longest output line kept whole (log_lines.capped_lines)
         self.trial_user = trial_user
-        self._popen_user = trial_user.popen_kwargs() if trial_user is not None else {}
+        # The default account's processes (a fork server's and prestarted ones too) write files only it can read.
+        self._popen_user = {**trial_user.popen_kwargs(), "umask": 0o077} if trial_user is not None else {}
         self.log_sink = log_sink
         self.slots = slots if slots is not None else detect_slots()
         self.trial_command = list(trial_command) if trial_command else list(DEFAULT_TRIAL_COMMAND)
@@ -110,7 +120,7 @@ class LocalResourceManager:
         self._used: set = set()
         self.exit_listener: Optional[Callable[[], None]] = None
         self._pool: Optional[PrestartPool] = None
-        size = _prestart_size(prestart, self.slots.total)
+        size = _prestart_size(prestart, self.slots.total) if self.sandbox is None else 0
         self.warm = (size > 0 and self.trial_command == list(HARNESS_COMMAND)  # fork servers per framework
                      and os.environ.get(WARM_ENV, "").strip() != "0")
         self._servers: Dict[str, forkserver.ForkServer] = {}
@@ -127,6 +137,10 @@ class LocalResourceManager:
     def free_slots(self) -> int:
         return self.slots.total - len(self._used)
 
+    def free_slot_ids(self) -> List[int]:
+        """The indices of the free slots (a resource pool with slots of its own counts its free ones)."""
+        return [i for i in range(self.slots.total) if i not in self._used]
+
     def running(self) -> Dict[str, TrialProcess]:
         return dict(self._processes)
 
@@ -138,14 +152,20 @@ class LocalResourceManager:
             return list(self.trial_command)
         return [*LAUNCH_COMMAND, "--nproc-per-node", str(slots_needed), "--", *self.trial_command]
 
-    def base_env(self) -> Dict[str, str]:
-        """The environment every trial process of this RM starts from (see trial_env.trial_environment)."""
+    def base_env(self, account: Optional[TrialUser] = None) -> Dict[str, str]:
+        """The environment every trial process of this RM starts from (see trial_env.trial_environment); `account`:
+        the run's OS account, when not the default one."""
+        account = account or self.trial_user
         home = None
-        if self.trial_user is not None:
-            home = self.trial_user.home if _owned_dir(self.trial_user.home, self.trial_user.uid) else self._spare_home()
+        if account is not None:
+            home = self.home_of(account)
         if self.inherit_environment:
             return inherited_environment(os.environ)
-        return trial_environment(os.environ, user=self.trial_user, home=home)
+        return trial_environment(os.environ, user=account, home=home)
+
+    def home_of(self, account: TrialUser) -> str:
+        """The account's home directory when it owns one, else a spare one (see _spare_home)."""
+        return account.home if account.home and _owned_dir(account.home, account.uid) else self._spare_home(account)
 
     def warm_env(self) -> Dict[str, str]:
         """The environment a fork server starts with: a 1-slot run's, before the run's own variables."""
@@ -181,13 +201,14 @@ class LocalResourceManager:
             return None
         return server.spawn(env, work_dir, preload)
 
-    def _spare_home(self) -> str:
-        """A home directory for a trial user whose own does not exist: private to it, kept across runs."""
-        assert self.trial_user is not None
-        path = os.path.join(self.work_root, f".home-{self.trial_user.name}")
-        if not _owned_dir(path, self.trial_user.uid):
+    def _spare_home(self, account: TrialUser) -> str:
+        """A home directory for an account whose own does not exist: private to it, kept across runs."""
+        name = account.name if account == self.trial_user else f"uid{account.uid}"
+        path = os.path.join(self.work_root, f".home-{name}")
+        if not _owned_dir(path, account.uid):
             os.makedirs(path, mode=0o700, exist_ok=True)
-            os.chown(path, self.trial_user.uid, self.trial_user.gid)
+            os.chown(path, account.uid, account.gid)
+            os.chmod(path, 0o700)
         return path
 
     # The master may give `launch` the run's context (`context=`): the answer the run would get to its first
@@ -197,24 +218,31 @@ class LocalResourceManager:
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
                master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False,
                framework: Optional[str] = None, preload: Sequence[str] = (),
-               context: Optional[Mapping[str, Any]] = None) -> TrialProcess:
+               context: Optional[Mapping[str, Any]] = None, run: Optional[RunRequest] = None,
+               slot_ids: Optional[Sequence[int]] = None) -> TrialProcess:
         """Start a run of a trial on `slots_needed` free slots (one process holding them all when `script`); `env`:
         the experiment's own variables; `framework`: the one its Trial class imports, when known, and `preload`
         the modules from outside its model directory that it imports (the fork server imports them once);
         `context`: the run's context, handed to it in a file of its run directory (`write_run_context`), so that
-        it does not ask for it."""
-        free = [i for i in range(self.slots.total) if i not in self._used]
+        it does not ask for it; `run`: its account and what its sandbox shows (see the class); `slot_ids`: the
+        slots it may take (its resource pool's, scheduling/pools.py; default: any)."""
+        allowed = range(self.slots.total) if slot_ids is None else slot_ids
+        free = [i for i in allowed if i not in self._used]
         if len(free) < slots_needed:
             raise RuntimeError(f"trial {trial_id} needs {slots_needed} slots but only {len(free)} are free")
         chosen = free[:slots_needed]
         work_dir = os.path.join(self.work_root, allocation_id)
         os.makedirs(work_dir, exist_ok=True)
-        if self.trial_user is not None:
-            os.chown(work_dir, self.trial_user.uid, self.trial_user.gid)
+        run = run or RunRequest()
+        account = account_of(run.account, self.trial_user) if self.trial_user is not None else None
+        if account is not None:
+            os.chown(work_dir, account.uid, account.gid)
             os.chmod(work_dir, 0o700)
-        proc_env = self.base_env()
+            if run.tensorboard_dir:
+                prepare_tensorboard_dir(run.tensorboard_dir, account)
+        proc_env = self.base_env(account)
         if context is not None:
-            owner = (self.trial_user.uid, self.trial_user.gid) if self.trial_user is not None else None
+            owner = (account.uid, account.gid) if account is not None else None
             proc_env[RUN_CONTEXT_ENV] = write_run_context(work_dir, context, owner)
         cores = os.cpu_count() or 1
         if self.slots.kind == "gpu":
@@ -239,19 +267,36 @@ class LocalResourceManager:
         poolable = one_process and not any(n.startswith(("PYTHON", "LD_")) for n in (env or {}))
         popen: "Optional[subprocess.Popen[bytes] | forkserver.ForkedProcess]" = None
         how = ""
-        if self.warm and slots_needed == 1:
+        command = list(self.trial_command) if one_process else self.command_for(slots_needed)
+        popen_user = self._popen_user
+        shared = True  # may start in a fork server or a prestarted process (the default account's, unsandboxed)
+        if account is not None and account != self.trial_user:
+            shared, popen_user = False, {**account.popen_kwargs(), "umask": 0o077}
+        if self.sandbox is not None and account is not None:
+            try:
+                command = self.sandbox.argv(command, run_dir=work_dir, home=proc_env.get("HOME", ""),
+                                            account=account, request=run)
+            except SandboxRefused as e:
+                now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+                self.log_sink(trial_id, now, "stderr", f"the trial cannot start: {e}")
+                raise
+            # bwrap runs as root to make the mounts; inside, setpriv takes the account and the run sets umask 077.
+            popen_user, how = {"umask": 0o022}, f", sandboxed as {account.name} (uid {account.uid})"
+        elif account is not None and account != self.trial_user:
+            how = f", as {account.name} (uid {account.uid})"
+        if self.warm and slots_needed == 1 and shared:
             for server in _servers_to_try(framework, script):
                 popen = self._spawn_warm(server, proc_env, work_dir,
                                          preload if server != forkserver.HARNESS_ONLY else ())
                 if popen is not None:
                     how = f", forked from the {server} server"
                     break
-        if popen is None and self._pool is not None and poolable:
+        if popen is None and self._pool is not None and poolable and shared:
             popen = self._pool.take(proc_env, work_dir)
             how = ", prestarted" if popen is not None else ""
         if popen is None:
             popen = subprocess.Popen(
-                list(self.trial_command) if one_process else self.command_for(slots_needed),
+                command,
                 cwd=work_dir,
                 env=proc_env,
                 stdin=subprocess.DEVNULL,
@@ -259,11 +304,12 @@ class LocalResourceManager:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 preexec_fn=die_with_parent,  # after the change of user, which would clear it
-                **self._popen_user,
+                **popen_user,
             )
         readers = [self._reader(trial_id, "stdout", popen.stdout), self._reader(trial_id, "stderr", popen.stderr)]
         self._watch(trial_id, popen)
-        proc = TrialProcess(trial_id, allocation_id, popen, chosen, work_dir, readers, script=script)
+        proc = TrialProcess(trial_id, allocation_id, popen, chosen, work_dir, readers, script=script,
+                            sandboxed=self.sandbox is not None and account is not None)
         self._processes[allocation_id] = proc
         self._used.update(chosen)
         logger.info("trial %s: started run %s (pid %s%s) on %s slot(s) %s", trial_id, allocation_id, popen.pid,
@@ -349,10 +395,35 @@ class LocalResourceManager:
 
     @staticmethod
     def _kill_group(proc: TrialProcess, signum: int = signal.SIGKILL) -> None:
+        if proc.sandboxed and signum != signal.SIGKILL:
+            # bwrap dies of a SIGTERM and its PID namespace with it: the run's own processes get the signal, and
+            # their handlers the time to checkpoint, as outside a sandbox.
+            for pid in _group_members(proc.popen.pid):
+                if pid != proc.popen.pid:
+                    try:
+                        os.kill(pid, signum)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            return
         try:
             os.killpg(proc.popen.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _group_members(pgid: int) -> List[int]:
+    """The processes of process group `pgid` (from /proc)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 2 and fields[2] == str(pgid):
+                members.append(int(entry))
+    return members
 
 
 def warm_environment(base: Mapping[str, str], slots: Slots) -> Dict[str, str]:

@@ -23,6 +23,11 @@ So that the first trials of a new master start as fast as the later ones, the ma
 placement groups with their actors when it starts (`warm_slots`, or DET_RAY_WARM_SLOTS; 0: none), each actor
 starting its fork server at once; they are kept WARM_POOL_S seconds like a finished run's, and a 1-slot launch
 takes one, also while it is still being placed. A launch of another size releases them first.
+
+A master with a trial user (`run_as_users`) hands each run its RunRequest: the node's worker starts it as the
+submitting user's linked OS account in a bubblewrap sandbox it builds there (rm/sandbox.py), and the master names,
+once, each node that cannot (its Ray worker is not root, or it has no bwrap). A shared_fs storage check that a busy
+node does not answer in time does not refuse the submission: the trial waits (state "storage") for the answer.
 """
 import dataclasses
 import datetime
@@ -41,9 +46,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 from determined import errors
 from determined.common import env_seconds
-from determined.master.rm import _ray_worker
+from determined.master.rm import _ray_worker, ray_pools
 from determined.master.rm.base import LogSink
 from determined.master.rm.local import PRESTART_ENV, TERM_GRACE_S, WARM_ENV
+from determined.master.rm.sandbox import RunRequest
+from determined.master.rm.trial_env import TrialUser
 
 logger = logging.getLogger("determined.master")
 
@@ -173,7 +180,8 @@ class RayRun:
     master_url: str
     pg: Any
     script: bool = False  # one harness per node, holding the node's slots of the run (its command starts workers)
-    state: str = "pending"  # pending -> placing -> running -> stopping; `exit_code` set when it ended
+    pool: str = ""  # its resource pool (`use_pools`): the nodes it may go to
+    state: str = "pending"  # (storage ->) pending -> placing -> running -> stopping; `exit_code` set when it ended
     ready_ref: Any = None
     where_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)  # rank -> its `where` call
     wheres: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # rank -> its answer
@@ -186,6 +194,8 @@ class RayRun:
     kill_refs: Dict[int, Any] = dataclasses.field(default_factory=dict)
     user_env: Dict[str, str] = dataclasses.field(default_factory=dict)  # environment.environment_variables
     context: Optional[Dict[str, Any]] = None  # the run's context, handed to its processes (launch(context=...))
+    run_as: Optional[Dict[str, Any]] = None  # its account and sandbox (a master with a trial user; see `run_as_users`)
+    host_path: Optional[str] = None  # its shared_fs storage, which every node must see (see `_storage_wait`)
     exit_codes: Dict[int, int] = dataclasses.field(default_factory=dict)
     pid: Optional[int] = None  # rank 0's process on its node
     preempt_deadline: Optional[float] = None
@@ -211,6 +221,37 @@ class _IdlePool:
     until: float
     wheres: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # what its ranks said of themselves
     made_ready: bool = False  # made ready when the manager started, not left by a finished run
+    pool: str = ""  # the resource pool of the run that left it
+
+
+@dataclasses.dataclass
+class _StorageCheck:
+    """A storage check some node did not answer within its timeout at submission: its answers are awaited."""
+
+    host_path: str
+    marker_path: str
+    refs: Dict[Any, str]  # the check task's ref -> its node id
+    key: Tuple[str, frozenset]
+
+
+def _storage_fix(host_path: str) -> str:
+    return (f"use S3 checkpoint storage (checkpoint_storage: {{type: s3, bucket: ...}}) or mount one shared file "
+            f"system at {host_path} on the master and every Ray node")
+
+
+def _remove_marker(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _host_path(context: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The shared_fs host_path of the run's experiment (from its context), None for other storage."""
+    storage = ((context or {}).get("config") or {}).get("checkpoint_storage") or {}
+    if isinstance(storage, dict) and storage.get("type") == "shared_fs" and isinstance(storage.get("host_path"), str):
+        return os.path.expanduser(storage["host_path"])
+    return None
 
 
 def _utc(ts: float) -> datetime.datetime:
@@ -284,6 +325,14 @@ class RayResourceManager:
         self._alive: Dict[str, Dict[str, Any]] = {}
         self._dead: Set[str] = set()
         self._storage_ok: Dict[Tuple[str, frozenset], float] = {}
+        self._storage_checks: List[_StorageCheck] = []  # slow at submission: answers awaited
+        self._storage_bad: Dict[str, str] = {}  # host_path -> what a node answered after the submission
+        self.trial_user: Optional[TrialUser] = None  # set by `run_as_users`
+        self._sandbox_paths: Dict[str, Any] = {}
+        self._isolation_said: Set[str] = set()  # nodes whose lack of isolation the master has logged
+        self._isolation_task = self._ray.remote(_ray_worker.isolation_problem)
+        self._placements: Dict[str, Any] = {}  # resource pool -> its RayPlacement (None: no nodes of its own)
+        self._disabled: Dict[str, bool] = {}  # node id -> whether it drains (`det agent disable [--drain]`)
         self._refresh(force=True)
         kind = slot_type or ("gpu" if self.cluster_gpus() > 0 else "cpu")
         self.slots = ClusterSlots(kind=kind, total=0)
@@ -327,7 +376,7 @@ class RayResourceManager:
 
     def _adopt_warming(self, run: RayRun) -> bool:
         """Give a 1-slot run a placement group still being made ready (it continues where that one is)."""
-        entry = next((w for w in self._warming if not any(node in self._dead for node in w.rank_nodes)), None)
+        entry = next((w for w in self._warming if self._fits(run.pool, w.rank_nodes, False)), None)
         if entry is None:
             return False
         self._warming.remove(entry)
@@ -339,7 +388,8 @@ class RayResourceManager:
     def _release_warming(self, *, expired_only: bool = False) -> None:
         now = time.monotonic()
         for entry in list(self._warming):
-            if not expired_only or (entry.warm_until is not None and now > entry.warm_until):
+            if (not expired_only or (entry.warm_until is not None and now > entry.warm_until)
+                    or any(node in self._disabled for node in entry.rank_nodes)):
                 self._warming.remove(entry)
                 self._release(entry.pg, entry.actors)
 
@@ -388,12 +438,186 @@ class RayResourceManager:
         return self.slots.total
 
     def free_slots(self) -> int:
-        """The cluster's slots now, minus the ones this master's runs hold (pending placements included)."""
-        held = sum(run.slots_needed for run in list(self._runs.values()))
-        return max(0, self.total_slots - held)
+        """The slots of the enabled nodes now, minus the ones this master's runs hold there (pending placements
+        included)."""
+        out = sum(self._node_slots(self._alive[n]) for n in list(self._disabled) if n in self._alive)
+        total = self.total_slots - out
+        return max(0, total - sum(self._held(run) for run in list(self._runs.values())))
+
+    def _held(self, run: RayRun) -> int:
+        """The slots a run holds on enabled nodes (all of them while it is not placed)."""
+        if not run.rank_nodes:
+            return run.slots_needed
+        return sum(1 for node in run.rank_nodes if node not in self._disabled)
+
+    # ------------------------------------------------------------ resource pools and agents (the nodes)
+
+    def use_pools(self, cluster: Any) -> List[str]:
+        """Place the runs of each of the master's pools (scheduling/pools.py `ClusterPools`) on the nodes its `ray`
+        placement names (rm/ray_pools.py); the warnings of pools no node matches now (nodes may join later)."""
+        self._placements = {name: pool.ray for name, pool in cluster.pools.items()}
+        self._refresh(force=True)
+        warnings = []
+        for name, placement in sorted(self._placements.items()):
+            if placement is None:
+                continue
+            nodes = ray_pools.pool_nodes(self._alive, self._placements, name)
+            slots = sum(ray_pools.node_pool_slots(self._node_slots(self._alive[n]), self._alive[n], placement)
+                        for n in nodes)
+            wanted = ", ".join([f"label {k}={v}" for k, v in placement.node_labels]
+                               + [f"resource {k} >= {v:g}" for k, v in placement.resources])
+            if not slots:
+                warnings.append(f"resource pool {name!r}: no Ray node has {wanted} now; its trials wait until one "
+                                f"joins (ray start --labels KEY=VALUE / --resources '{{\"NAME\": N}}')")
+            else:
+                logger.info("resource pool %r: %d %s slot(s) on %d Ray node(s) with %s", name, slots, self.slots.kind,
+                            len(nodes), wanted)
+        for line in warnings:
+            logger.warning(line)
+        return warnings
+
+    def _pool_node_ids(self, pool: str) -> List[str]:
+        return ray_pools.pool_nodes(self._alive, self._placements, pool) if self._placements else list(self._alive)
+
+    def pool_usage(self) -> Dict[str, Dict[str, Any]]:
+        """Each pool's slots on its enabled nodes (`total`), those its runs hold there (`used`) and its nodes."""
+        self._refresh()
+        runs = list(self._runs.values())
+        out = {}
+        for name in self._placements or {"": None}:
+            nodes = self._pool_node_ids(name)
+            placement = self._placements.get(name)
+            total = sum(ray_pools.node_pool_slots(self._node_slots(self._alive[n]), self._alive[n], placement)
+                        for n in nodes if n not in self._disabled)
+            # What runs hold on its enabled nodes (of any pool: a node two pools match serves both), and what its
+            # runs not placed yet will take.
+            mine = set(nodes) - set(self._disabled)
+            used = sum(1 for run in runs for node in run.rank_nodes if node in mine)
+            used += sum(run.slots_needed for run in runs if not run.rank_nodes and (run.pool == name or not
+                                                                                  self._placements))
+            out[name] = {"total": total, "used": used, "nodes": nodes}
+        return out
+
+    def pool_totals(self) -> Dict[str, int]:
+        return {name: usage["total"] for name, usage in self.pool_usage().items()}
+
+    def pool_free_slots(self) -> Dict[str, int]:
+        """The free slots of each pool (the scheduler's per-pool count)."""
+        return {name: max(0, usage["total"] - usage["used"]) for name, usage in self.pool_usage().items()}
+
+    def agents(self) -> List[Dict[str, Any]]:
+        """The alive nodes as Determined's agents: id (the node id), ip, slots, the runs there, pools, enabled,
+        draining."""
+        self._refresh()
+        runs = list(self._runs.values())
+        pools_of: Dict[str, List[str]] = {}
+        for name in self._placements:
+            for node in self._pool_node_ids(name):
+                pools_of.setdefault(node, []).append(name)
+        out = []
+        for node_id, n in sorted(self._alive.items(), key=lambda kv: (str(kv[1]["NodeManagerAddress"]), kv[0])):
+            holders = [run for run in runs if node_id in run.rank_nodes]
+            slots: List[Optional[str]] = [run.allocation_id for run in holders
+                                          for node in run.rank_nodes if node == node_id]
+            count = self._node_slots(n)
+            out.append({"id": node_id, "ip": str(n["NodeManagerAddress"]), "slots": count,
+                        "slot_owners": (slots + [None] * count)[:max(count, len(slots))],
+                        "containers": len(holders), "resource_pools": sorted(pools_of.get(node_id, [])),
+                        "enabled": node_id not in self._disabled, "draining": self._disabled.get(node_id, False)})
+        return out
+
+    def find_node(self, agent_id: str) -> Optional[str]:
+        """The alive node whose id is `agent_id`, or starts with it (at least 8 characters, one node only)."""
+        self._refresh()
+        if agent_id in self._alive:
+            return agent_id
+        found = [n for n in self._alive if len(agent_id) >= 8 and n.startswith(agent_id)]
+        return found[0] if len(found) == 1 else None
+
+    def disable_node(self, node_id: str, *, drain: bool) -> List[str]:
+        """No new run goes to the node; the allocation ids of the runs on it (without `drain` the master preempts
+        them: they checkpoint and resume on other nodes; with it they finish there)."""
+        self._disabled[node_id] = bool(drain)
+        logger.info("Ray node %s disabled%s", node_id, " (draining: its runs finish there)" if drain else
+                    ": its runs checkpoint and move to other nodes")
+        return [run.allocation_id for run in list(self._runs.values()) if node_id in run.rank_nodes]
+
+    def enable_node(self, node_id: str) -> None:
+        if self._disabled.pop(node_id, None) is not None:
+            logger.info("Ray node %s enabled", node_id)
+
+    def _pools_split(self) -> bool:
+        """Whether some pool has nodes of its own (else every pool may use every node)."""
+        return any(placement is not None for placement in self._placements.values())
+
+    def _fits(self, pool: str, nodes: Sequence[str], carries_pool_resources: bool) -> bool:
+        """Whether kept actors on `nodes` may take a run of `pool` (their bundles hold the pool's custom resources
+        when `carries_pool_resources`)."""
+        if not nodes or any(node in self._dead or node in self._disabled for node in nodes):
+            return not nodes and not self._pools_split() and not self._disabled
+        if not self._pools_split():
+            return True
+        placement = self._placements.get(pool)
+        if placement is not None and placement.resources and not carries_pool_resources:
+            return False
+        allowed = set(self._pool_node_ids(pool))
+        return all(node in allowed for node in nodes)
 
     def running(self) -> Dict[str, RayRun]:
         return dict(self._runs)
+
+    # ------------------------------------------------------------ run-as users and the sandbox on the nodes
+
+    @property
+    def runs_as_users(self) -> bool:
+        """Whether the master hands each launch its RunRequest (the account and sandbox of the run)."""
+        return self.trial_user is not None
+
+    def run_as_users(self, trial_user: TrialUser, *, data_dir: str, storage_roots: Sequence[str],
+                     hidden: Sequence[str] = ()) -> None:
+        """Run every trial as its submitting user's linked OS account, else `trial_user`, in a bubblewrap sandbox
+        on its node (rm/sandbox.py, built there) that hides `data_dir` (the master's), `hidden` and the storage
+        roots but what the run may read. Each node is asked now whether it can: a node whose Ray worker is not
+        root, or that has no bwrap, is named in one warning saying what is not isolated there (its trials still
+        run); a node that does not answer in time, or joins later, is named with its first trial."""
+        self.trial_user = trial_user
+        self._sandbox_paths = {"data_dir": str(data_dir), "storage_roots": [str(r) for r in storage_roots],
+                               "hidden": [str(h) for h in hidden]}
+        self._refresh(force=True)
+        refs = {}
+        for node_id in self._alive:
+            task = self._isolation_task.options(num_cpus=0, max_retries=0,
+                                                scheduling_strategy=self._node_strategy(node_id, soft=False))
+            refs[task.remote()] = node_id
+        ready, pending = self._ray.wait(list(refs), num_returns=len(refs), timeout=self.storage_check_timeout)
+        for ref in ready:
+            node_id = refs[ref]
+            try:
+                answer = self._ray.get(ref)
+            except Exception as e:
+                logger.warning("Ray node %s could not say whether it isolates trials: %s", node_id,
+                               (str(e).strip().splitlines() or [e.__class__.__name__])[0])
+                continue
+            if answer["problem"]:
+                self._say_not_isolated(node_id, str(answer["ip"]), str(answer["problem"]))
+            else:
+                logger.info("Ray node %s (node id %s): trials run as their users' OS accounts in a bubblewrap "
+                            "sandbox", answer["ip"], node_id)
+        for ref in pending:
+            self._ray.cancel(ref, force=True)
+            logger.info("Ray node %s did not say in time whether it isolates trials; its first trial will", refs[ref])
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether trials run in a sandbox (which honours bind_mounts): run-as users, and no node said it cannot."""
+        return self.trial_user is not None and not self._isolation_said
+
+    def _say_not_isolated(self, node_id: str, ip: str, problem: str) -> None:
+        if node_id in self._isolation_said:
+            return
+        self._isolation_said.add(node_id)
+        logger.warning("TRIALS ARE NOT ISOLATED ON RAY NODE %s (node id %s): %s; see docs/auth.md", ip, node_id,
+                       problem)
 
     # ------------------------------------------------------------ submission checks
 
@@ -420,14 +644,21 @@ class RayResourceManager:
         return problems
 
     def _check_shared_fs(self, host_path: str) -> List[str]:
-        """Every alive node must see the master's `host_path` as the same, writable directory."""
+        """Every alive node must see the master's `host_path` as the same, writable directory.
+
+        Only a definite answer refuses the submission (a node that does not see it, or cannot write there). A node
+        that does not answer within the check's timeout (a busy cluster) does not: the submission is accepted, the
+        node's answer is awaited (`_storage_checks`), and a trial with that storage waits before its placement
+        group is asked for, with a note in its logs, until every node answered (`_storage_wait`)."""
         ray = self._ray
         nodes = dict(self._alive)
         key = (host_path, frozenset(nodes))
         if time.monotonic() - self._storage_ok.get(key, -1e9) < STORAGE_CHECK_CACHE_S:
             return []
-        fix = (f"use S3 checkpoint storage (checkpoint_storage: {{type: s3, bucket: ...}}) or mount one shared "
-               f"file system at {host_path} on the master and every Ray node")
+        if host_path in self._storage_bad:
+            return [self._storage_bad[host_path]]
+        if any(check.host_path == host_path for check in self._storage_checks):
+            return []  # being checked: the trials wait for its answer
         marker, expected = f".det-ray-check-{uuid.uuid4().hex}", uuid.uuid4().hex
         marker_path = os.path.join(host_path, marker)
         try:
@@ -435,47 +666,81 @@ class RayResourceManager:
             with open(marker_path, "w") as f:
                 f.write(expected)
         except OSError as e:
-            return [f"checkpoint_storage.host_path: the master cannot write to {host_path} ({e.strerror or e}); {fix}"]
-        problems: List[str] = []
-        try:
-            refs = {}
-            for node_id in nodes:
-                task = self._check_task.options(num_cpus=0, max_retries=0,
-                                                scheduling_strategy=self._node_strategy(node_id, soft=False))
-                refs[task.remote(host_path, marker, expected)] = node_id
-            ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=self.storage_check_timeout)
-            for ref in ready:
-                node_id = refs[ref]
-                ip = str(nodes[node_id]["NodeManagerAddress"])
-                try:
-                    seen = ray.get(ref)
-                except Exception as e:
-                    problems.append(f"checkpoint_storage.host_path: could not check {host_path} on Ray node {ip} "
-                                    f"(node id {node_id}): {str(e).strip().splitlines()[0] if str(e).strip() else e}")
-                    continue
-                if not seen["sees_marker"]:
-                    problems.append(
-                        f"checkpoint_storage.host_path: {host_path} on the master is not the same directory on Ray "
-                        f"node {ip} (node id {node_id}){': ' + seen['error'] if seen['error'] else ''}; "
-                        f"trials there could not save or restore checkpoints; {fix}")
-                elif not seen["writable"]:
-                    problems.append(f"checkpoint_storage.host_path: Ray node {ip} (node id {node_id}) sees {host_path} "
-                                    f"but {seen['error']}; give the user of the Ray processes write access")
-            for ref in pending:
-                node_id = refs[ref]
-                ray.cancel(ref, force=True)
-                problems.append(
-                    f"checkpoint_storage.host_path: Ray node {nodes[node_id]['NodeManagerAddress']} (node id {node_id}) "
-                    f"did not answer within {self.storage_check_timeout:g} s whether it sees {host_path}; submit "
-                    "again when the cluster is less busy, or use S3 checkpoint storage")
-        finally:
-            try:
-                os.remove(marker_path)
-            except OSError:
-                pass
+            return [f"checkpoint_storage.host_path: the master cannot write to {host_path} ({e.strerror or e}); "
+                    f"{_storage_fix(host_path)}"]
+        refs = {}
+        for node_id in nodes:
+            task = self._check_task.options(num_cpus=0, max_retries=0,
+                                            scheduling_strategy=self._node_strategy(node_id, soft=False))
+            refs[task.remote(host_path, marker, expected)] = node_id
+        ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=self.storage_check_timeout)
+        problems = [p for p in (self._storage_answer(host_path, refs[ref], ref) for ref in ready) if p]
+        if pending and not problems:
+            check = _StorageCheck(host_path, marker_path, {ref: refs[ref] for ref in pending}, key)
+            self._storage_checks.append(check)
+            logger.info("checkpoint_storage.host_path %s: Ray node(s) %s did not answer within %g s whether they see "
+                        "it (a busy cluster); the experiment is accepted and its trials wait for the answer",
+                        host_path, ", ".join(self._node_ip(n) for n in check.refs.values()), self.storage_check_timeout)
+            return []
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        _remove_marker(marker_path)
         if not problems:
             self._storage_ok[key] = time.monotonic()
         return problems
+
+    def _node_ip(self, node_id: str) -> str:
+        return str((self._alive.get(node_id) or {}).get("NodeManagerAddress", node_id))
+
+    def _storage_answer(self, host_path: str, node_id: str, ref: Any) -> Optional[str]:
+        """The problem a node's answer shows (None: it sees `host_path` and may write there)."""
+        ip = self._node_ip(node_id)
+        try:
+            seen = self._ray.get(ref)
+        except Exception as e:
+            return (f"checkpoint_storage.host_path: could not check {host_path} on Ray node {ip} (node id {node_id}): "
+                    f"{str(e).strip().splitlines()[0] if str(e).strip() else e}")
+        if not seen["sees_marker"]:
+            return (f"checkpoint_storage.host_path: {host_path} on the master is not the same directory on Ray node "
+                    f"{ip} (node id {node_id}){': ' + seen['error'] if seen['error'] else ''}; trials there could not "
+                    f"save or restore checkpoints; {_storage_fix(host_path)}")
+        if not seen["writable"]:
+            return (f"checkpoint_storage.host_path: Ray node {ip} (node id {node_id}) sees {host_path} but "
+                    f"{seen['error']}; give the user of the Ray processes write access")
+        return None
+
+    def _collect_storage_checks(self) -> None:
+        """Take the answers of the storage checks that were slow at submission, without waiting."""
+        for check in list(self._storage_checks):
+            for ref, node_id in list(check.refs.items()):
+                if node_id in self._dead:  # a node that went away no longer needs to see it
+                    self._ray.cancel(ref, force=True)
+                    del check.refs[ref]
+            if check.refs:
+                ready, _ = self._ray.wait(list(check.refs), num_returns=len(check.refs), timeout=0)
+                for ref in ready:
+                    problem = self._storage_answer(check.host_path, check.refs.pop(ref), ref)
+                    if problem and check.host_path not in self._storage_bad:
+                        self._storage_bad[check.host_path] = problem
+                        logger.warning("%s (answered after the submission; its trials do not start)", problem)
+            if not check.refs:
+                self._storage_checks.remove(check)
+                _remove_marker(check.marker_path)
+                if check.host_path not in self._storage_bad:
+                    self._storage_ok[check.key] = time.monotonic()
+
+    def _storage_wait(self, run: RayRun) -> Optional[str]:
+        """What the run waits for before it asks for its placement group ("" : nothing; None: its storage is known not
+        to be visible on every node: `_storage_bad`)."""
+        if run.host_path is None:
+            return ""
+        if run.host_path in self._storage_bad:
+            return None
+        pending = [n for c in self._storage_checks if c.host_path == run.host_path for n in c.refs.values()]
+        if not pending:
+            return ""
+        return (f"Ray node(s) {', '.join(self._node_ip(n) for n in pending)} to answer whether they see "
+                f"checkpoint_storage.host_path {run.host_path} (the cluster is busy); the trial starts once they do")
 
     # ------------------------------------------------------------ lifecycle
 
@@ -490,18 +755,39 @@ class RayResourceManager:
 
     def launch(self, *, trial_id: int, experiment_id: int, allocation_id: str, token: str, slots_needed: int,
                master_url: str, env: Optional[Mapping[str, str]] = None, script: bool = False,
-               context: Optional[Mapping[str, Any]] = None) -> RayRun:
+               context: Optional[Mapping[str, Any]] = None, run: Optional[RunRequest] = None,
+               resource_pool: str = "") -> RayRun:
         """Ask Ray for a placement group of `slots_needed` slots (or take a finished run's); it starts once placed.
 
         `env`: the experiment's own environment variables (the platform's DET_* variables win over them). A
         `script` run starts one harness per node (on the node's first actor), which holds that node's slots.
-        `context`: the run's context, handed to its processes."""
+        `context`: the run's context, handed to its processes. `run`: its account and what its sandbox shows
+        (with `run_as_users`). `resource_pool`: the pool whose nodes it goes to (`use_pools`)."""
+        request = run
         run = RayRun(trial_id, experiment_id, allocation_id, token, slots_needed, self._trial_url(master_url), None,
-                     script=script)
+                     script=script, pool=resource_pool if resource_pool in self._placements else "")
         run.user_env = dict(env or {})
         run.context = dict(context) if context is not None else None
-        pool = next((p for p in self._idle if len(p.actors) == slots_needed
-                     and not any(node in self._dead for node in p.rank_nodes)), None)
+        if self.trial_user is not None:
+            run.run_as = {"request": request or RunRequest(), "default": self.trial_user, **self._sandbox_paths}
+        run.host_path = _host_path(context)
+        self._collect_storage_checks()
+        waits_for = self._storage_wait(run)
+        if waits_for != "":
+            run.state = "storage"
+            self._runs[allocation_id] = run
+            note = (f"waits for {waits_for}" if waits_for
+                    else "cannot start: " + self._storage_bad[run.host_path or ""])
+            self._log(run, 0, "stdout", f"[ray] run {allocation_id} {note}", time.time())
+            logger.info("trial %s: run %s %s", trial_id, allocation_id, note)
+            return run
+        return self._take_slots(run)
+
+    def _take_slots(self, run: RayRun) -> RayRun:
+        """A finished run's placement group and actors, one made ready at start, or a new placement group."""
+        trial_id, allocation_id, slots_needed, script = run.trial_id, run.allocation_id, run.slots_needed, run.script
+        pool = next((p for p in self._idle if len(p.actors) == slots_needed and (p.pool == run.pool or p.made_ready)
+                     and self._fits(run.pool, p.rank_nodes, not p.made_ready)), None)
         if pool is not None:
             self._idle.remove(pool)
             run.pg, run.actors, run.rank_nodes, run.node_ips, run.slots = (
@@ -536,8 +822,14 @@ class RayResourceManager:
         return run
 
     def _new_placement_group(self, run: RayRun) -> None:
-        run.pg = self._placement_group([self._bundle() for _ in range(run.slots_needed)], strategy="PACK",
-                                       name=f"det-{run.allocation_id}")
+        placement = self._placements.get(run.pool)
+        excluded = set(self._disabled)
+        if placement is None and self._placements:  # a pool without nodes of its own: not the other pools' nodes
+            excluded |= set(self._alive) - set(self._pool_node_ids(run.pool))
+        selector = ray_pools.label_selector(placement, excluded)
+        options: Dict[str, Any] = {"bundle_label_selector": [selector] * run.slots_needed} if selector else {}
+        run.pg = self._placement_group([ray_pools.bundle(self._bundle(), placement) for _ in range(run.slots_needed)],
+                                       strategy="PACK", name=f"det-{run.allocation_id}", **options)
         run.ready_ref = self._watch(run.pg.ready())
         run.state = "pending"
 
@@ -673,9 +965,7 @@ class RayResourceManager:
             self._log(run, rank, "stdout",
                       f"[ray] run {run.allocation_id}: rank {rank} on node {run.node_ips[rank]} (node id {node})",
                       time.time())
-            run.start_refs[rank] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command,
-                                                                     fork_server=self.fork_server,
-                                                                     context=run.context))
+            run.start_refs[rank] = self._watch(self._start_call(run, actor, env))
             run.drain_refs[rank] = self._watch(actor.drain.remote(DRAIN_WAIT_S, run.allocation_id))
         run.state = "running"
         logger.info("trial %s: run %s started on Ray node(s) %s; it reaches the master at %s", run.trial_id,
@@ -705,14 +995,21 @@ class RayResourceManager:
                       f"{run.rank_nodes[leader]}) runs container {container} of {len(containers)} with "
                       f"{len(ranks)} slot(s)", time.time())
             actor = run.actors[leader]
-            run.start_refs[leader] = self._watch(actor.start.remote(self.trial_command, env, self.prestart_command,
-                                                                     fork_server=self.fork_server,
-                                                                     context=run.context))
+            run.start_refs[leader] = self._watch(self._start_call(run, actor, env))
             run.drain_refs[leader] = self._watch(actor.drain.remote(DRAIN_WAIT_S, run.allocation_id))
         run.state = "running"
         logger.info("trial %s: run %s started on Ray node(s) %s in %d container(s); it reaches the master at %s",
                     run.trial_id, run.allocation_id, ", ".join(sorted(set(run.node_ips))), len(containers),
                     run.master_url)
+
+    def _start_call(self, run: RayRun, actor: Any, env: Dict[str, str]) -> Any:
+        """The actor's `start` call of one rank (a run as a user's account starts cold: no fork server, no
+        prestarted process, which are the worker's own user's)."""
+        if run.run_as is not None:
+            return actor.start.remote(self.trial_command, env, None, fork_server=False, context=run.context,
+                                      run_as=run.run_as)
+        return actor.start.remote(self.trial_command, env, self.prestart_command, fork_server=self.fork_server,
+                                  context=run.context)
 
     def _log(self, run: RayRun, rank: int, stream: str, line: str, ts: float) -> None:
         # A script's own launcher prefixes its workers' lines with their ranks (determined.launch.wrap_rank).
@@ -781,8 +1078,16 @@ class RayResourceManager:
                         self._start(run, run.wheres[0])
             elif kind == "start":
                 del run.start_refs[rank]
+                started = value if isinstance(value, dict) else {"pid": value, "not_isolated": None}
                 if rank == 0:
-                    run.pid = int(value)
+                    run.pid = int(started["pid"])
+                if started.get("not_isolated"):
+                    node = run.rank_nodes[rank] if rank < len(run.rank_nodes) else "?"
+                    self._log(run, rank, "stderr", f"[ray] run {run.allocation_id}: rank {rank} is not isolated on "
+                              f"node {run.node_ips[rank] if rank < len(run.node_ips) else '?'}: "
+                              f"{started['not_isolated']}", time.time())
+                    self._say_not_isolated(node, run.node_ips[rank] if rank < len(run.node_ips) else "?",
+                                           str(started["not_isolated"]))
             elif kind == "drain":
                 lines, code = value
                 for ts, stream, line in lines:
@@ -832,7 +1137,7 @@ class RayResourceManager:
             if node in self._dead:
                 self._lost(run, rank, f"its Ray node {run.node_ips[rank]} ({node}) died")
         failed = [code for code in run.exit_codes.values() if code != 0]
-        if run.state in ("pending", "placing") and (run.killed or failed):
+        if run.state in ("storage", "pending", "placing") and (run.killed or failed):
             self._finish(run, failed[0] if failed else LOST_CODE)
             return
         if run.state not in ("running", "stopping"):
@@ -883,7 +1188,8 @@ class RayResourceManager:
     def _release_idle(self, *, expired_only: bool = False) -> None:
         now = time.monotonic()
         for pool in list(self._idle):
-            if (not expired_only or now > pool.until or any(node in self._dead for node in pool.rank_nodes)):
+            if (not expired_only or now > pool.until
+                    or any(node in self._dead or node in self._disabled for node in pool.rank_nodes)):
                 self._idle.remove(pool)
                 self._release(pool.pg, pool.actors)
 
@@ -894,7 +1200,7 @@ class RayResourceManager:
                     and not any(node in self._dead for node in run.rank_nodes))
         if reusable:
             self._idle.append(_IdlePool(run.pg, list(run.actors), list(run.rank_nodes), list(run.node_ips),
-                                        list(run.slots), time.monotonic() + REUSE_S, dict(run.wheres)))
+                                        list(run.slots), time.monotonic() + REUSE_S, dict(run.wheres), pool=run.pool))
         else:
             self._release(run.pg, run.actors)
         run.exit_code = code
@@ -908,8 +1214,17 @@ class RayResourceManager:
         self._collect()
         self._release_idle(expired_only=True)
         self._release_warming(expired_only=True)
+        self._collect_storage_checks()
         exited = []
         for allocation_id, run in list(self._runs.items()):
+            if run.state == "storage" and run.exit_code is None and not run.killed:
+                waits_for = self._storage_wait(run)
+                if waits_for == "":
+                    self._take_slots(run)
+                elif waits_for is None:
+                    self._log(run, 0, "stderr", f"[ray] run {allocation_id} cannot start: "
+                              f"{self._storage_bad[run.host_path or '']}", time.time())
+                    run.exit_codes[0] = 127
             if run.exit_code is None:
                 self._decide(run)
             if run.exit_code is not None:
@@ -922,7 +1237,7 @@ class RayResourceManager:
         run = self._runs.get(allocation_id)
         if run is None or run.exit_code is not None:
             return
-        if run.state in ("pending", "placing"):  # no trial process yet: nothing to checkpoint, it ends now
+        if run.state in ("storage", "pending", "placing"):  # no trial process yet: nothing to checkpoint, it ends now
             self._finish(run, 0)
         elif run.preempt_deadline is None:
             run.preempt_deadline = time.monotonic() + timeout

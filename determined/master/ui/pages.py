@@ -96,6 +96,18 @@ def cluster_page(request: Request) -> HTMLResponse:
     return _page(request, "cluster.html", "Cluster")
 
 
+@router.get("/tasks", response_class=HTMLResponse)
+def tasks_page(request: Request) -> HTMLResponse:
+    """Interactive tasks: notebooks, commands, TensorBoards (static/tasks.js)."""
+    return _page(request, "tasks.html", "Tasks")
+
+
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request) -> HTMLResponse:
+    """The job queue of each resource pool (static/jobs.js)."""
+    return _page(request, "jobs.html", "Jobs")
+
+
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request) -> HTMLResponse:
     return _page(request, "login.html", "Log in")

@@ -84,9 +84,24 @@ class Completed(Wire):
 
 
 class WorkspaceBody(StrictWire):
-    """POST /workspaces (a new workspace) and PATCH /workspaces/{id} (a rename)."""
+    """POST /workspaces (a new workspace) and PATCH /workspaces/{id} (a rename, its default pools)."""
 
     name: Any = Field(None, description="the workspace's name (required for a new one)")
+    default_compute_pool: Any = Field(None, description="the pool of its jobs with slots that name none (admins; "
+                                                        "\"\" or null: the cluster's default)")
+    default_aux_pool: Any = Field(None, description="the pool of its zero-slot jobs that name none (admins; \"\" or "
+                                                    "null: the cluster's default)")
+
+
+class WorkspacePools(Wire):
+    """GET /workspaces/{id}/available-resource-pools: the pools the workspace's jobs may use."""
+
+    workspace_id: int
+    workspace_name: str
+    resource_pools: List[str] = Field(description="the pools not bound to any workspace, and those bound to this one")
+    bound_resource_pools: List[str] = Field(description="the pools bound to this workspace")
+    default_compute_pool: str = Field(description="the pool of its jobs with slots that name none")
+    default_aux_pool: str = Field(description="the pool of its zero-slot jobs that name none")
 
 
 class ProjectBody(StrictWire):

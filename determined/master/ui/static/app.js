@@ -230,14 +230,17 @@ const det = (() => {
   }
 
   // A trial's duration in seconds: from its first run's start until it stopped training. That is its end once
-  // it ended, now while it runs, and its last report while it waits (for a promotion, for slots), so the number
-  // neither grows while the trial waits nor drops when it ends. `lastReport` is the time of its latest metrics.
+  // it ended, now while it runs, and when it stopped training while it waits (the master's
+  // stopped_training_time; else its last report, `lastReport`, the time of its latest metrics), so the number
+  // neither grows while the trial waits nor drops when it ends.
   function trialSeconds(trial, lastReport, now) {
     if (!trial || !trial.start_time) return null;
     const start = Date.parse(trial.start_time);
     let end;
     if (trial.end_time) end = Date.parse(trial.end_time);
-    else if ((trial.status || "RUNNING") === "RUNNING" || !lastReport) end = now === undefined ? Date.now() : now;
+    else if ((trial.status || "RUNNING") !== "RUNNING" && trial.stopped_training_time) {
+      end = Date.parse(trial.stopped_training_time);
+    } else if ((trial.status || "RUNNING") === "RUNNING" || !lastReport) end = now === undefined ? Date.now() : now;
     else end = Date.parse(lastReport);
     return Math.max(0, (end - start) / 1000);
   }
@@ -612,7 +615,8 @@ const det = (() => {
 
   function markNav() {
     const page = location.pathname.startsWith("/models") ? "models" : location.pathname.startsWith("/cluster") ? "cluster"
-      : location.pathname.startsWith("/workspaces") ? "workspaces" : "experiments";
+      : location.pathname.startsWith("/workspaces") ? "workspaces" : location.pathname.startsWith("/tasks") ? "tasks"
+      : location.pathname.startsWith("/jobs") ? "jobs" : "experiments";
     document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("current", a.dataset.nav === page));
   }
   document.addEventListener("DOMContentLoaded", markNav);
