@@ -104,3 +104,26 @@ def test_a_sandboxed_script_gets_sigterm_and_its_setsid_child_dies_with_it(tmp_p
         if popen.poll() is None:
             os.killpg(popen.pid, signal.SIGKILL)
             popen.wait()
+
+
+def test_a_platform_installed_under_tmp_stays_reachable_in_the_private_tmp(tmp_path: pathlib.Path) -> None:
+    """A checkout (and its .venv) under /tmp, as a CI clone may be: the run's private /tmp would hide the Python and
+    the `determined` package, and the mount point's directories bwrap makes with the run's umask (077) would keep the
+    account out. They are bound back read-only, through directories made passable (0755)."""
+    import determined
+
+    data = tmp_path / "data"
+    (data / "work" / "run").mkdir(parents=True)
+    sandbox = Sandbox(str(data))
+    package = os.path.realpath(os.path.dirname(determined.__file__))
+    assert package in sandbox.platform, "the package's own directory is bound, whatever the install"
+    sandbox.platform = ["/tmp/ci/main/.venv"]
+    nobody = TrialUser("nobody", 65534, 65534, (65534,), "/")
+    argv = sandbox.argv(["true"], run_dir=str(data / "work" / "run"), home="", account=nobody, request=RunRequest())
+    bind = argv.index("/tmp/ci/main/.venv")
+    assert argv[bind - 1] == "--ro-bind"
+    made = [argv[i + 1] for i in range(bind) if argv[i] == "--dir"]
+    assert made[-2:] == ["/tmp/ci", "/tmp/ci/main"]
+    for path in made[-2:]:
+        i = argv.index(path)
+        assert argv[i - 3:i] == ["--perms", "0755", "--dir"]

@@ -137,7 +137,10 @@ class Sandbox:
         self.data_dir = os.path.realpath(data_dir)
         self.storage_roots = [os.path.realpath(r) for r in storage_roots]
         self.hidden = [os.path.realpath(h) for h in hidden]
-        self.platform = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+        # the Python installation, and this package's own directory (outside it in an editable install)
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # determined/master
+        package = os.path.dirname(package)  # determined
+        self.platform = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package)})
 
     def check_bind_mounts(self, mounts: Sequence[Mapping[str, Any]], run_dir: str) -> List[Tuple[str, str, bool]]:
         """(host path, path in the sandbox, read only) of each bind mount; SandboxRefused names a bad one."""
@@ -171,8 +174,9 @@ class Sandbox:
         return result
 
     def argv(self, command: Sequence[str], *, run_dir: str, home: str, account: TrialUser,
-             request: RunRequest) -> List[str]:
-        """bwrap's command line that runs `command` as `account` in the sandbox of the run in `run_dir`."""
+             request: RunRequest, cwd: str = "") -> List[str]:
+        """bwrap's command line that runs `command` as `account` in the sandbox of the run in `run_dir`, in the
+        directory `cwd` (a task's `work_dir`; default: `run_dir`)."""
         mounts = self.check_bind_mounts(request.bind_mounts, run_dir)
         tmp = os.path.join(run_dir, ".tmp")
         _private_dir(tmp, account)
@@ -206,8 +210,14 @@ class Sandbox:
                 args += ["--perms", "0755", "--dir", above]  # made (passable) only where missing
             args += ["--ro-bind" if read_only else "--bind", host, target]
         for prefix in self.platform:  # last: nothing above may make the platform's installation writable
+            if any(_inside(prefix, private) for private in ("/tmp", "/var/tmp")):
+                # under the run's private /tmp: its mount point's directories are made there, passable (bwrap makes
+                # them with the run's umask, 077, which would keep the account from its own Python)
+                for above in reversed([str(a) for a in pathlib.PurePath(prefix).parents if str(a) not in ("/", "/tmp",
+                                                                                                      "/var", "/var/tmp")]):
+                    args += ["--perms", "0755", "--dir", above]
             args += ["--ro-bind", prefix, prefix]
-        args += ["--chdir", run_dir, "--", self.setpriv, f"--reuid={account.uid}", f"--regid={account.gid}"]
+        args += ["--chdir", cwd or run_dir, "--", self.setpriv, f"--reuid={account.uid}", f"--regid={account.gid}"]
         extra = [g for g in account.groups if g != account.gid]
         args += [f"--groups={','.join(map(str, extra))}"] if extra else ["--clear-groups"]
         # umask 077 from here on (bwrap made its mount points with 022, so the account can pass through them)

@@ -1,9 +1,10 @@
 """Choosing which trials get free slots: by `resources.priority` (a smaller number first, as Determined's priority
 scheduler; default 42), then fair share across experiments of the same priority, FIFO within and on ties."""
+import collections
 import dataclasses
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, literal, select
 from sqlalchemy.orm import Session, defer
 
 from determined.master.lifecycle import states, trial_notes
@@ -55,9 +56,18 @@ def ended_runs(s: Session) -> Set[int]:
     return set(value or ())
 
 
-def _demands(s: Session, experiments: Optional[Dict[int, Experiment]] = None) -> Dict[int, _Demand]:
+def _holds_a_run() -> "ColumnElement[bool]":
+    """Whether a trial holds a run, selected through the index on `allocation_id` (`>= ''` holds for every string
+    and for no NULL, as `IS NOT NULL`, which SQLite does not look up in that index)."""
+    return Trial.allocation_id >= ""
+
+
+def _demands(s: Session, cap: int, experiments: Optional[Dict[int, Experiment]] = None) -> Dict[int, _Demand]:
     """What every active experiment runs and waits for: its running and waiting trials, counted in the database (a
-    search may hold thousands of waiting trials: only those that start are read, by `_next_waiting`)."""
+    search may hold thousands of waiting trials: only those that start are read, by `_next_waiting`).
+
+    The waiting trials of each experiment are counted up to `cap` (at least 1): the caller passes at least as many
+    as it could start or share out in this call, so that a larger count would change nothing it decides."""
     cluster = pools.of_session(s)
     positions = queue_positions.all_positions(s)
     demands: Dict[int, _Demand] = {}
@@ -74,11 +84,13 @@ def _demands(s: Session, experiments: Optional[Dict[int, Experiment]] = None) ->
     if not demands:
         return demands
     has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id, SearcherOperation.completed.is_(False)).exists()
-    # Counted in the database over the running trials only (indexed): a search may hold thousands of trials.
-    running = s.execute(select(Trial.experiment_id, func.count()).where(
-        Trial.experiment_id.in_(list(demands)), Trial.allocation_id.is_not(None)).group_by(Trial.experiment_id))
-    for exp_id, count in running:
-        demand = demands[exp_id]
+    # Read over the running trials only, through the index (a search may hold thousands of trials), and counted
+    # here: with a GROUP BY, SQLite walks the experiment_id index over every trial instead.
+    running = collections.Counter(s.scalars(select(Trial.experiment_id).where(_holds_a_run())))
+    for exp_id, count in running.items():
+        demand = demands.get(exp_id)
+        if demand is None:  # a trial of an experiment that is not active any more (its run is being stopped)
+            continue
         demand.running_trials += int(count)
         demand.running_slots += int(count) * demand.slots_per_trial
     # Runs that ended but whose end is not recorded yet hold no slot: counted as running, an experiment whose trial
@@ -95,11 +107,16 @@ def _demands(s: Session, experiments: Optional[Dict[int, Experiment]] = None) ->
     own_loop = [exp_id for exp_id, d in demands.items() if runs_own_loop(d.exp)]
     for exp_id in own_loop:
         demands[exp_id].own_loop = True
-    waiting = s.execute(select(Trial.experiment_id, func.count()).where(
-        Trial.experiment_id.in_(list(demands)), Trial.state == states.ACTIVE, Trial.allocation_id.is_(None),
-        has_work | Trial.close_requested.is_(True) | Trial.experiment_id.in_(own_loop)).group_by(Trial.experiment_id))
+    # Each experiment's waiting trials, at most `cap` of them (a count over a LIMIT-ed subquery per experiment): a
+    # full count would walk every waiting trial of every search at every tick.
+    first_waiting = (select(literal(1).label("one")).where(
+        Trial.experiment_id == Experiment.id, Trial.state == states.ACTIVE, Trial.allocation_id.is_(None),
+        has_work | Trial.close_requested.is_(True) | Trial.experiment_id.in_(own_loop))
+        .limit(max(1, cap)).correlate(Experiment).subquery())
+    waiting = s.execute(select(Experiment.id, select(func.count()).select_from(first_waiting).scalar_subquery())
+                        .where(Experiment.id.in_(list(demands))))
     for exp_id, count in waiting:
-        demands[exp_id].waiting = int(count)
+        demands[exp_id].waiting = int(count or 0)
     return demands
 
 
@@ -163,10 +180,12 @@ def pick_trials(s: Session, free_slots: "int | Mapping[str, int]", zero_slot_roo
     In a pool whose scheduler preempts, a slotted trial that does not fit blocks the trials of lower priority
     (Determined: no backfilling past a pending job): the slots its preemptions free go to it, never back to the
     trials that gave them up."""
-    demands = _demands(s, experiments)
+    free = _Free(free_slots)
+    # This call starts at most one trial per free slot and `zero_slot_room` trials of no slot: no experiment's
+    # waiting trials need counting past that.
+    demands = _demands(s, max(0, free.total()) + max(0, zero_slot_room), experiments)
     if not demands:
         return []
-    free = _Free(free_slots)
     picked: List[Trial] = []
     blocked_below: Dict[str, float] = {}  # pool -> the priority of a pending job that does not fit there
     while True:
@@ -225,7 +244,7 @@ def idle_trials(s: Session) -> List[Trial]:
     """Running trials that have no work (waiting for the search method) while a trial with work has no slot."""
     has_work = select(SearcherOperation.id).where(SearcherOperation.trial_id == Trial.id, SearcherOperation.completed.is_(False)).exists()
     idle = list(s.scalars(select(Trial).where(
-        Trial.allocation_id.is_not(None), Trial.state == states.ACTIVE, Trial.close_requested.is_(False),
+        _holds_a_run(), Trial.state == states.ACTIVE, Trial.close_requested.is_(False),
         Trial.preempt_requested.is_(False), ~has_work)))
     # A trial that runs its own loop (Determined 0.38) is never waiting for the search method.
     idle = [t for t in idle if not runs_own_loop(s.get(Experiment, t.experiment_id))]  # type: ignore[arg-type]
@@ -266,8 +285,11 @@ def preemption_victims(s: Session, free_slots: "int | Mapping[str, int]",
     cluster = pools.of_session(s)
     if not cluster.preempts:
         return []
-    demands = _demands(s)
-    victims = _fair_share_victims(s, demands, _Free(free_slots), _Free(capacity if capacity is not None else 0))
+    pool_capacity = _Free(capacity if capacity is not None else 0)
+    # Whether a job waits needs 1 trial; its fair share (`_usable_slots`), as many trials as its pool has slots.
+    most = pool_capacity.shared if pool_capacity.shared is not None else max(pool_capacity.by_pool.values(), default=0)
+    demands = _demands(s, most)
+    victims = _fair_share_victims(s, demands, _Free(free_slots), pool_capacity)
     if victims:
         return victims
     pending = [d for d in demands.values() if d.waiting and d.slots_per_trial and _may_grow(d)
@@ -278,8 +300,7 @@ def preemption_victims(s: Session, free_slots: "int | Mapping[str, int]",
     free = _Free(free_slots)
     if first.slots_per_trial <= free.of(first.pool.name):
         return []
-    running = list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None),
-                                                 Trial.experiment_id.in_(list(demands)))))
+    running = [t for t in s.scalars(select(Trial).where(_holds_a_run())) if t.experiment_id in demands]
     if free.shared is None:  # pools with slots of their own: only the pending job's pool makes room for it
         running = [t for t in running if demands[t.experiment_id].pool.name == first.pool.name]
     free_slots = free.of(first.pool.name)
@@ -368,8 +389,8 @@ def _fair_share_victims(s: Session, demands: Dict[int, _Demand], free: _Free, ca
         if not starved:
             continue
         needy = min(starved, key=lambda d: (d.running_slots / max(shares[d.exp.id], 1e-9), d.position, d.exp.id))
-        running = list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None),
-                                                     Trial.experiment_id.in_([d.exp.id for d in members]))))
+        member_ids = {d.exp.id for d in members}
+        running = [t for t in s.scalars(select(Trial).where(_holds_a_run())) if t.experiment_id in member_ids]
         freeing = sum(demands[t.experiment_id].slots_per_trial for t in running if t.preempt_requested)
         if free.of(pool) + freeing >= needy.slots_per_trial:
             continue

@@ -6,8 +6,8 @@ a queued task takes free slots first (tasks are never preempted, as in Determine
 marked used in the local resource manager itself, so trials wait for them and never get the same slot ids.
 Processes start in the master's scheduler thread (they die with it, as trial processes do), in a run directory
 of their own, from the resource manager's environment allow-list; on a server with run-as accounts
-(`det master up --trial-user`, issue 33) a task runs as its owner's linked account, inside the same bubblewrap
-sandbox as the owner's trials when the server has one.
+(`det master up --trial-user`, issue 33) a task runs as its owner's linked account, in a bubblewrap sandbox of its
+own (rm/sandbox.py, as a trial's, with every storage root empty) when the server can make one.
 """
 import dataclasses
 import datetime
@@ -378,7 +378,7 @@ class TaskRunner:
                 from determined.master.rm.sandbox import RunRequest
 
                 command = sandbox.argv(command, run_dir=run_dir, home=env.get("HOME", ""), account=account,
-                                       request=RunRequest(account=_link(owner)))
+                                       request=RunRequest(account=_link(owner)), cwd=work_dir)
                 popen_kwargs = {"umask": 0o022}  # bwrap starts as root; setpriv inside takes the account
             else:
                 popen_kwargs = {**account.popen_kwargs(), "umask": 0o077}
