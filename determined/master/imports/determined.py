@@ -30,6 +30,7 @@ from determined.master.db.models import (Base, Checkpoint, Experiment, GroupMetr
                                          ModelVersion, Project, TrainingMetrics, Trial, TrialLog, User,
                                          ValidationMetrics, Workspace, utcnow)
 from determined.master.insights import curves, kept_curves
+from determined.common.checkpoint_order import validation_key
 from determined.master.lifecycle import best_validation, states
 from determined.master.problems import RequestProblem
 
@@ -578,22 +579,33 @@ def _update_trials(s: Session, most: Mapping[int, int],
     cache = curves.cache_of(s.get_bind())
     for trial in found.values():
         cache.rewritten(trial.id, (trial.metrics_version or 0) + 1)
+    candidates: Dict[int, Tuple[Trial, Tuple[Any, ...], int, float]] = {}  # experiment -> its batch's best
     for trial_id in sorted(most):
         trial = found.get(trial_id)
         if trial is not None:
-            _update_trial(s, trial, exps.get(trial.experiment_id), most[trial_id], validations.get(trial_id, []))
+            exp = exps.get(trial.experiment_id)
+            best = _update_trial(trial, exp, most[trial_id], validations.get(trial_id, []))
+            if exp is not None and best is not None and (exp.id not in candidates or best[0] < candidates[exp.id][1]):
+                candidates[exp.id] = (trial, *best)
+    # The experiments' best in the one order of "best" (metric, more batches, lower trial id), as a live report's:
+    # only the batch's best validation of each experiment is offered (one read of the best trial's rows on a tie).
+    for exp_id, (trial, _, steps_done, value) in sorted(candidates.items()):
+        best_validation.record_best(s, exps[exp_id], trial, steps_done, value)
 
 
-def _update_trial(s: Session, trial: Trial, exp: Optional[Experiment], steps: int,
-                  validations: List[Tuple[int, Mapping[str, Any]]]) -> None:
+def _update_trial(trial: Trial, exp: Optional[Experiment], steps: int,
+                  validations: List[Tuple[int, Mapping[str, Any]]]) -> Optional[Tuple[Tuple[Any, ...], int, float]]:
+    """The trial's totals, latest and best validation from the batch's rows; the key, steps and value of its best
+    validation in the batch (None: none has the searcher metric)."""
     trial.total_batches = max(trial.total_batches or 0, steps)
     trial.metrics_version = (trial.metrics_version or 0) + 1
     if not validations:
-        return
+        return None
     searcher = (exp.config or {}).get("searcher") or {} if exp is not None else {}
     metric = searcher.get("metric") if isinstance(searcher, dict) else None
     smaller = bool(searcher.get("smaller_is_better", True)) if isinstance(searcher, dict) else True
     latest_steps = -1
+    best: Optional[Tuple[Tuple[Any, ...], int, float]] = None
     for steps_done, metrics in validations:
         if steps_done >= latest_steps:
             latest_steps = steps_done
@@ -601,10 +613,12 @@ def _update_trial(s: Session, trial: Trial, exp: Optional[Experiment], steps: in
         value = _finite(metrics.get(metric)) if metric else None
         if value is None:
             continue
-        if exp is not None:  # the one order of "best" (metric, more batches, lower trial id), as a live report
-            best_validation.record_best(s, exp, trial, steps_done, value)
-        elif trial.best_validation is None or (value < trial.best_validation if smaller else value > trial.best_validation):
+        if trial.best_validation is None or (value < trial.best_validation if smaller else value > trial.best_validation):
             trial.best_validation = value
+        key = validation_key(value, smaller, steps_done, trial.id)
+        if best is None or key < best[0]:
+            best = (key, steps_done, value)
+    return best
 
 
 def import_logs(s: Session, source: str, table: str, rows: Sequence[Mapping[str, Any]], dry_run: bool) -> Result:
