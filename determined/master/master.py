@@ -23,7 +23,7 @@ from determined.master.lifecycle import allocations, protocol, states, trial_not
 from determined.master.security import isolation
 from determined.master.rm.sandbox import Sandbox, sandbox_problem
 from determined.master.rm.sandbox import describe_problem as describe_sandbox_problem
-from determined.master.scheduling import experiment_jobs, pools, scheduler
+from determined.master.scheduling import agent_moves, experiment_jobs, pools, scheduler
 from determined.master.storage import gc as checkpoint_gc
 from determined.master.storage import storage_roots as storage_roots_mod
 from determined.master.storage import storage_endpoints as storage_endpoints_mod
@@ -430,6 +430,7 @@ class Master:
             # are recorded). A run that failed is recorded first, so that its trial's restart keeps its place.
             self._schedule(deadline)
         self._record_exits(deadline=deadline)
+        self._move_off_leaving_nodes()
         # Only reads: no write transaction (and no master lock) for a tick that has nothing to change.
         with self.read() as s:
             running = list(s.scalars(select(Trial).where(Trial.allocation_id.is_not(None))))
@@ -447,6 +448,15 @@ class Master:
         if time.monotonic() - self._progress_refreshed >= PROGRESS_REFRESH_S:
             self._progress_refreshed = time.monotonic()
             self._refresh_progress()
+
+    def _move_off_leaving_nodes(self) -> None:
+        """Runs on Ray nodes that Ray drains (`ray drain-node`, an autoscaler) checkpoint and move to other nodes
+        (the Ray RM's `runs_leaving_nodes`; scheduling/agent_moves.py)."""
+        leaving = getattr(self.rm, "runs_leaving_nodes", None)
+        moves = leaving() if leaving is not None else {}
+        if moves:
+            with self.write() as s:
+                agent_moves.preempt_runs(s, moves)
 
     def _has_waiting_work(self) -> bool:
         with self.read() as s:
@@ -554,6 +564,9 @@ class Master:
         """How many more trials of `slots_per_trial: 0` may start: they take no slot, and at most as many run at
         once as the master has slots (at least one), as Determined bounds zero-slot containers per agent."""
         assert self.rm is not None
+        agent = getattr(self.rm, "agent", None)  # the local machine, disabled (`det agent disable`): nothing starts
+        if agent is not None and not agent.enabled:
+            return 0
         running = sum(1 for run in self.rm.running().values() if not describe_run(run)["slot_ids"])
         return max(1, int(self.rm.total_slots or 0)) - running
 
@@ -569,12 +582,16 @@ class Master:
         return self.pools.splits_ray_nodes and hasattr(self.rm, "pool_free_slots")
 
     def _pool_capacity(self) -> "int | Dict[str, int]":
-        """The slots of each pool (all of them when pools do not have slots of their own)."""
+        """The usable slots of each pool (all of them when pools do not have slots of their own): on the local
+        machine not those of a disabled agent or slot (`det agent|slot disable`: rm/agent_state.py)."""
         assert self.rm is not None
         if self._ray_pools():
             return dict(self.rm.pool_totals())  # type: ignore[attr-defined]
         pool_slots = self._pool_slots()
-        return self.rm.total_slots if pool_slots is None else {name: len(ids) for name, ids in pool_slots.items()}
+        agent = getattr(self.rm, "agent", None)
+        usable = (lambda ids: sum(1 for i in ids if agent.takes(i))) if agent is not None else len
+        return (usable(range(self.rm.total_slots)) if pool_slots is None
+                else {name: usable(ids) for name, ids in pool_slots.items()})
 
     def _free_by_pool(self) -> "int | Dict[str, int]":
         """The free slots, per pool when pools have slots (or Ray nodes) of their own."""

@@ -12,7 +12,7 @@ import pytest
 
 from determined.experimental import client
 from determined.master import embedded
-from tests import _postgres
+from tests import _patience, _postgres
 
 pytestmark = pytest.mark.slow
 
@@ -60,11 +60,7 @@ max_restarts: 0
 
 
 def _until(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.1)
+    _patience.wait_for(check, timeout, f"until {what}", interval=0.1)  # timeout x the load factor
 
 
 def _steps(trial: client.Trial) -> list:

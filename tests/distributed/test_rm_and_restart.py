@@ -11,6 +11,7 @@ import pytest
 from determined import master
 from determined.common.api import Session
 from determined.master.rm import LocalResourceManager, Slots
+from tests import _patience
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -19,13 +20,7 @@ from _helpers import model_def  # noqa: E402
 
 
 def wait_for(what: Callable[[], Any], timeout: float, message: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+    return _patience.wait_for(what, timeout, message, interval=0.1)  # timeout x the load factor
 
 
 def test_rm_starts_one_worker_per_slot(tmp_path: pathlib.Path) -> None:
@@ -99,7 +94,8 @@ def test_killing_one_worker_restarts_the_trial_from_its_checkpoint(det_data_dir:
         def restarted() -> bool:
             return session.get(f"/trials/{trial_id}")["trial"]["restarts"] == 1
         wait_for(restarted, 30, "the master to see the run fail")
-        assert time.monotonic() - killed_at < 15, "the surviving rank kept the run alive"
+        # 15 s on a quiet machine (a surviving rank that kept the run alive would hold it far longer)
+        assert time.monotonic() - killed_at < _patience.scaled(15), "the surviving rank kept the run alive"
 
         def finished() -> Optional[str]:
             state = session.get(f"/experiments/{exp_id}")["experiment"]["state"]

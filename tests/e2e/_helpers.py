@@ -4,12 +4,11 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import time
 from typing import Any, Dict, List, Optional
 
 import yaml
 
-from tests import _postgres
+from tests import _patience, _postgres
 from tests.client import _cli as in_process
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -94,10 +93,5 @@ def _forked_trial(entry: pathlib.Path, cmdline: bytes, data_dir: Optional[str]) 
 
 
 def wait_for(predicate, timeout: float = 120, interval: float = 0.3, what: str = "condition") -> Any:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    """Poll `predicate()` until true; fail after `timeout` s x the machine's load factor (tests/_patience.py)."""
+    return _patience.wait_for(predicate, timeout, what, interval=interval)

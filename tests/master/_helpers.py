@@ -3,7 +3,6 @@ import base64
 import gzip
 import io
 import tarfile
-import time
 from typing import Any, Callable, Dict, Optional
 
 
@@ -41,11 +40,8 @@ def config(max_trials: int = 2, length: int = 30, **extra: Any) -> Dict[str, Any
 
 
 def wait_for(what: Callable[[], Any], timeout: float = 30.0, message: str = "") -> Any:
-    """Poll `what()` until it returns something true (returned); fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {message or what}")
+    """Poll `what()` until it returns something true (returned); fail after `timeout` seconds x the machine's load
+    factor (tests/_patience.py)."""
+    from tests import _patience
+
+    return _patience.wait_for(what, timeout, message or str(what), interval=0.05)

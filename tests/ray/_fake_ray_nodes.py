@@ -31,6 +31,8 @@ def manager(pool_list: Any = POOLS) -> Any:
     rm: Any = object.__new__(ray_rm.RayResourceManager)
     rm._runs, rm._dead, rm._idle, rm._warming = {}, set(), [], []
     rm._placements, rm._disabled = {}, {}
+    rm._ray_drains, rm._drains_read_at, rm._moved_off = {}, -1e9, set()  # Ray's own drains (`ray drain-node`)
+    rm._read_ray_drains = lambda: {}  # no node drains; a test sets what Ray answers
     rm.trial_user, rm._storage_checks, rm._storage_bad = None, [], {}
     rm.slots = ray_rm.ClusterSlots(kind="cpu", total=12)
     rm.cpus_per_slot, rm.trial_host = 1.0, None

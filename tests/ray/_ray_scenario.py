@@ -8,7 +8,8 @@ when its PID 1 exits), so it never needs `ray stop`.
 
 SCENARIO `spread` (2 CPUs per node; the second node has a tmpfs over DIR/private): submission errors, an
 experiment of 6 trials on 4 slots over both nodes (the last two reuse finished runs),
-pause / activate / kill releasing the placement groups.
+pause / activate / kill releasing the placement groups; with the head disabled, a command and a notebook on node2
+(issue 31), the notebook reached through the master's proxy.
 Then (`isolation`, issue 33) the first master stops and a second one starts on the same cluster as root with
 `--trial-user`: alice's and bob's trials run as their linked OS accounts in a bubblewrap sandbox on their nodes;
 alice's trial tries bob's checkpoint, the master's data dir and database, and bob's /tmp (what it saw is recorded;
@@ -18,8 +19,10 @@ script under `determined.launch.torch_distributed` with one container per node, 
 while a trial runs there (it checkpoints and resumes on the head), then the second node killed while a trial runs
 there.
 
-Every wait has its own generous deadline (a busy machine makes each step slower, not wrong); the test's outer
-timeout only guards against a hang.
+A busy machine makes each step slower, not wrong: every wait goes on while the master's trials move (states,
+batches, checkpoints, restarts) and gives up only when nothing has moved for its timeout times the load per core
+(tests/_patience.py); the test's outer guard (tests/ray/test_ray_rm.py) likewise only ends a scenario that has
+stopped writing anything.
 """
 import json
 import os
@@ -35,6 +38,8 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))  # the repository: tests/_patience.py (this runs as a script)
+from tests import _patience  # noqa: E402
 BIN = pathlib.Path(sys.executable).parent
 RAY_PORT = 6390
 MASTER_PORT = 18080
@@ -46,19 +51,18 @@ def log(message: str) -> None:
     print(f"[scenario {time.monotonic() - T0:6.1f}s] {message}", flush=True)
 
 
-def wait_for(what: Callable[[], Any], timeout: float, message: str, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
-        time.sleep(interval)
+def wait_for(what: Callable[[], Any], timeout: float, message: str, interval: float = 0.25,
+             progress: Optional[Callable[[], Any]] = None) -> Any:
+    """Poll `what()` until true. It fails only when nothing has moved for `timeout` s times the machine's load
+    factor (tests/_patience.py): `progress` (default: the master's trials, once it serves) is what moves."""
+    if progress is None and _SESSION:
+        progress = master_progress
+    return _patience.wait_for(what, timeout, message, progress=progress, interval=interval)
 
 
 def det(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(BIN / "det"), *args], capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([str(BIN / "det"), *args], capture_output=True, text=True,
+                          timeout=_patience.scaled(timeout))
     if check and proc.returncode != 0:
         raise AssertionError(f"det {' '.join(args)} failed ({proc.returncode}): {proc.stdout}\n{proc.stderr}")
     return proc
@@ -113,7 +117,7 @@ class Cluster:
         started = time.monotonic()
         head = ray_start("--head", "--port", str(RAY_PORT), "--include-dashboard=false",
                          "--resources", json.dumps({"det_head": 1}), *common)
-        _, err = head.communicate(timeout=300)
+        _, err = head.communicate(timeout=_patience.scaled(300))
         if head.returncode != 0:
             raise AssertionError(f"ray start --head failed: {err.decode()[-2000:]}")
         prefix = None
@@ -221,6 +225,21 @@ def api() -> Any:
 
         _SESSION.append(Session(MASTER))
     return _SESSION[0]
+
+
+def master_progress() -> Any:
+    """What the master's experiments and trials have done so far: it changes while any of them starts, trains,
+    checkpoints, restarts or ends (a wait on one of them goes on while it does, however slow the machine)."""
+    try:
+        _PROGRESS[:] = [[(e["id"], e["state"], [(t["id"], t["state"], t["total_batches"], t["restarts"],
+                                                  t.get("latest_checkpoint_uuid")) for t in trials_of(e["id"])])
+                         for e in api().get("/experiments")["experiments"]]]
+    except Exception:  # a master too busy (or gone) to answer this poll: nothing seen to move
+        pass
+    return _PROGRESS[0] if _PROGRESS else None
+
+
+_PROGRESS: List[Any] = []
 
 
 def trials_of(exp_id: int) -> List[Dict[str, Any]]:
@@ -340,13 +359,75 @@ def spread(root: pathlib.Path, out: Dict[str, Any]) -> None:
     out["seconds"]["pause_activate_kill"] = time.monotonic() - t
 
     t = time.monotonic()
+    try:
+        out["tasks"] = tasks_on_node2(cluster)
+    except BaseException as e:  # recorded for the tasks' test; the other tests of the scenario stand
+        out["tasks"] = {"error": f"{e.__class__.__name__}: {e}\n{traceback.format_exc()}"}
+        det("-u", "admin", "agent", "enable", cluster.head_id, check=False)
+    out["seconds"]["tasks"] = time.monotonic() - t
+    log(f"tasks on node2: {out['seconds']['tasks']:.1f} s")
+
+    t = time.monotonic()
     master.send_signal(signal.SIGTERM)
-    master.wait(timeout=60)
+    master.wait(timeout=_patience.scaled(60))
     try:
         out["isolation"] = isolation(cluster)
     except BaseException as e:  # recorded for the isolation test; the other tests of the scenario stand
         out["isolation"] = {"error": f"{e.__class__.__name__}: {e}\n{traceback.format_exc()}"}
     out["seconds"]["isolation"] = time.monotonic() - t
+
+
+def tasks_on_node2(cluster: "Cluster") -> Dict[str, Any]:
+    """Issue 31 on Ray: with the head disabled (`--drain`: no new run goes there), alice's command and notebook are
+    placed on node2 (rm/ray_tasks.py); the notebook is reached through the master's proxy by alice, not by bob;
+    killing it frees its slot."""
+    import urllib.error
+    import urllib.request
+
+    from determined.common.api import Session
+
+    admin = Session(MASTER, user="admin")
+    for who in ("alice", "bob"):
+        admin.post("/users", {"username": who, "password": ""})
+    alice, bob = Session(MASTER, user="alice"), Session(MASTER, user="bob")
+    bob.get("/me")  # logs in: its token below
+    det("-u", "admin", "agent", "disable", "--drain", cluster.head_id)
+    result: Dict[str, Any] = {}
+
+    def task(task_id: str) -> Dict[str, Any]:
+        return dict(alice.get(f"/tasks/{task_id}")["task"])
+
+    def task_logs(task_id: str) -> List[str]:
+        return [line["message"] for line in alice.get(f"/tasks/{task_id}/logs", {"limit": 1000})["logs"]]
+
+    def proxy_status(task_id: str, token: str) -> Any:
+        request = urllib.request.Request(f"{MASTER}/proxy/{task_id}/api/status",
+                                         headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 (the namespace's master)
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")[:300]
+
+    command = alice.post("/commands", {"config": {"entrypoint": "echo ray-task-says $DET_TASK_TYPE",
+                                                  "resources": {"slots": 1}}})["task"]["id"]
+    wait_for(lambda: task(command)["state"] == "STATE_TERMINATED", 180, "the command on node2", interval=0.5)
+    result["command"] = {"task": task(command), "logs": task_logs(command)}
+    notebook = alice.post("/notebooks", {"config": {"resources": {"slots": 1}}})["task"]["id"]
+    wait_for(lambda: task(notebook)["state"] in ("STATE_RUNNING", "STATE_TERMINATED"), 300, "the notebook to answer",
+             interval=0.5)
+    result["notebook"] = {"running": task(notebook), "alice": proxy_status(notebook, str(alice.token)),
+                          "bob": proxy_status(notebook, str(bob.token)),
+                          "node2_slots": admin.get(f"/agents/{cluster.node2_id}/slots")["slots"],
+                          "pools_running": admin.get("/resource-pools")["resource_pools"]}
+    alice.post(f"/tasks/{notebook}/kill", {})
+    wait_for(lambda: task(notebook)["state"] == "STATE_TERMINATED", 120, "the killed notebook to end", interval=0.5)
+    wait_for(cluster.released, 60, "the notebook's placement group to go")
+    result["notebook"].update({"ended": task(notebook), "logs": task_logs(notebook),
+                               "node2_slots_after": admin.get(f"/agents/{cluster.node2_id}/slots")["slots"],
+                               "pools_after": admin.get("/resource-pools")["resource_pools"]})
+    det("-u", "admin", "agent", "enable", cluster.head_id)
+    return result
 
 
 BOB = r'''
@@ -360,7 +441,7 @@ with det.core.init() as core:
             with core.checkpoint.store_path({"steps_completed": op.length, "which": text}) as (path, _):
                 (path / "weights").write_text(text)
         print("BOB WAITING", flush=True)
-        for _ in range(1200):  # until alice's trial is done (at most 2 minutes)
+        for _ in range(12000):  # until alice's trial is done (at most 20 minutes: a busy machine's)
             if os.path.exists("/mnt/signals/go"):
                 break
             time.sleep(0.1)
@@ -486,7 +567,7 @@ def isolation(cluster: "Cluster") -> Dict[str, Any]:
             result["master_log"] = (base / "master.log").read_text()[-8000:]
         finally:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=60)
+            proc.wait(timeout=_patience.scaled(60))
     finally:
         for name in made:
             shutil.rmtree(f"/run/determined-ray/.home-{pwd.getpwnam(name).pw_uid}", ignore_errors=True)
@@ -620,9 +701,11 @@ def main() -> int:
     os.environ["XDG_CONFIG_HOME"] = str(root / "config")  # the client's token cache, private to this run
     os.environ["DET_RAY_CHECK_TIMEOUT_S"] = "60"  # the storage check's first Ray workers start on a busy machine
     # Ray notices a dead node after health_check_failure_threshold missed checks (default 5 x 3 s).
-    # A busy machine's raylet may take seconds to answer: a check times out after 3 s, and 5 missed ones in a row
-    # (at most ~20 s) mark a node dead.
-    os.environ.update({"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "3000",
+    # A busy machine's raylet may take seconds to answer: a check times out after 3 s times the load factor (a
+    # live node must not be declared dead because the machine is busy), and 5 missed ones in a row mark a node dead
+    # (~20 s on a quiet machine).
+    os.environ.update({"RAY_health_check_period_ms": "1000",
+                       "RAY_health_check_timeout_ms": str(int(3000 * _patience.load_factor())),
                        "RAY_health_check_failure_threshold": "5"})
     out: Dict[str, Any] = {"scenario": scenario}
     try:

@@ -1,9 +1,11 @@
 """Issue 32 on the Ray resource manager, without a cluster: resource pools that name Ray nodes (a node label or a
 custom resource), each pool's slots, its runs' placement groups kept on its nodes; `det agent disable|enable` of a
-node, whose runs are preempted to move, or with --drain left to finish. Placement groups are stand-ins that record
+node, whose runs are preempted to move, or with --drain left to finish; a node Ray itself drains; the submission
+check of a trial's slots against its pool's nodes. Placement groups are stand-ins that record
 what Ray was asked for (tests/ray/test_ray_rm.py runs a disabled node's trial on a real 2-node cluster;
 tests/scheduling/test_ray_agents.py: who may disable a node, through the routes)."""
 import pathlib
+from typing import Any, List
 
 import pytest
 
@@ -105,3 +107,50 @@ def test_kept_actors_go_only_to_runs_their_node_may_take() -> None:
                                     pool="default")]
     rm.disable_node(N3, drain=True)
     assert launch(rm, "a-n3", "default").pg != "kept-n3"  # not on a disabled node
+
+
+def test_a_trial_too_big_for_its_pool_or_its_largest_node_is_refused_naming_the_pool() -> None:
+    """At submission (`check_experiment`): slots_per_trial within its pool's slots (those of the pool's nodes), and
+    with is_single_node within the pool's largest node. A pool with no node now is no refusal: its trials wait for
+    one (a node joining, an autoscaler). A node Ray drains does not count."""
+    rm = manager()  # default: n3 (2 slots); gpu: n1 (2); big: n2 (3: its pool_big); tpu: no node
+
+    def problems(**resources: Any) -> List[str]:
+        return rm._capacity_problems(resources, int(resources.pop("slots_per_trial")))
+
+    assert problems(slots_per_trial=2) == [] and problems(slots_per_trial=3, resource_pool="big") == []
+    assert problems(slots_per_trial=3) == [
+        "resources.slots_per_trial: 3 slots per trial, but resource pool 'default' has only 2 cpu slot(s) (1 CPU per "
+        "slot) on 1 Ray node(s); lower slots_per_trial, choose another pool (`det rp list`), add Ray nodes to it, or "
+        "start the master with a smaller --ray-cpus-per-slot"]
+    [too_big] = problems(slots_per_trial=4, resource_pool="big")
+    assert "resource pool 'big' has only 3 cpu slot(s)" in too_big
+    assert problems(slots_per_trial=64, resource_pool="tpu") == []
+    rm._default_pool = "gpu"  # an experiment that names no pool goes to the default compute pool
+    assert "resource pool 'gpu' has only 2" in problems(slots_per_trial=3)[0]
+
+    whole = manager([{"pool_name": "default"}])  # one pool: every node (2 + 8 + 2 slots)
+    assert whole._capacity_problems({}, 12) == []
+    assert "the Ray cluster has only 12 cpu slot(s)" in whole._capacity_problems({}, 13)[0]
+    assert whole._capacity_problems({"is_single_node": True}, 8) == []
+    [single] = whole._capacity_problems({"is_single_node": True}, 9)
+    assert single.startswith("resources.slots_per_trial: 9 slots per trial on one node (resources.is_single_node), "
+                             "but the largest Ray node of the Ray cluster has 8 cpu slot(s)")
+    whole._ray_drains[N2] = (0, None)  # Ray drains the big node: it leaves
+    assert "has only 4 cpu slot(s)" in whole._capacity_problems({}, 5)[0]
+    # check_experiment gives them with its other checks (the storage check is not these tests')
+    whole._check_shared_fs = lambda host_path: []
+    assert "has only 4 cpu slot(s)" in whole.check_experiment({"resources": {"slots_per_trial": 5}})[0]
+
+
+def test_ray_s_drain_ending_gives_the_node_its_own_state_back() -> None:
+    rm = manager([{"pool_name": "default"}])
+    rm.disable_node(N2, drain=False)  # an admin's `det agent disable`
+    drains = {N2: 0}
+    rm._read_ray_drains = lambda: dict(drains)
+    assert rm.runs_leaving_nodes() == {} and rm._disabled[N2] is True
+    assert {a["id"]: a["draining"] for a in rm.agents()}[N2] is True
+    drains.clear()  # Ray gave the drain up: the node stays, as the admin left it
+    rm._drains_read_at = -1e9
+    rm.runs_leaving_nodes()
+    assert rm._disabled == {N2: False} and rm.enable_node(N2) is None and rm._disabled == {}

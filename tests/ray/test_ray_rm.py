@@ -13,14 +13,20 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
+from tests import _patience
+
 HERE = pathlib.Path(__file__).resolve().parent
-# Only a guard against a hang: each step of a scenario waits with its own deadline (a busy machine, load 10-20 on 2
-# cores, makes a scenario several times slower than the ~3 minutes it takes on a quiet one).
-SCENARIO_TIMEOUT_S = 1800
+# Only guards against a hang: each step of a scenario waits on its own progress (tests/_patience.py; a busy machine,
+# load 10-20 on 2 cores, makes a scenario several times slower than the ~3 minutes it takes on a quiet one). A
+# scenario is given up when nothing it writes (its output, the master's log, its data dir) has changed for
+# SCENARIO_QUIET_S x the load factor; SCENARIO_TIMEOUT_S caps it in all (pytest-timeout's 600 s is per test).
+SCENARIO_QUIET_S = 600
+SCENARIO_TIMEOUT_S = 4 * 3600
+pytestmark = pytest.mark.timeout(SCENARIO_TIMEOUT_S + 300)
 DET = str(pathlib.Path(sys.executable).parent / "det")
 
 
@@ -40,12 +46,50 @@ needs_namespaces = pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)
 pytest.importorskip("ray", reason="the Ray resource manager needs `pip install 'determined-revived[ray]'`")
 
 
-def in_namespace(script: str, env: Dict[str, str], timeout: float) -> "subprocess.CompletedProcess[str]":
-    """Run `sh -c script` as PID 1 of a private network and PID namespace. `--kill-child`: when the timeout kills
-    `unshare`, its PID 1 (and so the namespace: the Ray nodes, the master, the trials) is killed with it, instead of
-    going on loading the machine after the test gave up on it."""
-    return subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "--kill-child", "sh", "-c", script],
-                          env=env, capture_output=True, text=True, timeout=timeout)
+def in_namespace(script: str, env: Dict[str, str], timeout: float,
+                 moving: Optional[Callable[[], Any]] = None) -> "subprocess.CompletedProcess[str]":
+    """Run `sh -c script` as PID 1 of a private network and PID namespace. Give up (subprocess.TimeoutExpired) when
+    `moving()` has not changed for `timeout` s x the load factor (without `moving`: `timeout` x the load factor in
+    all), or after SCENARIO_TIMEOUT_S. `--kill-child`: when giving up kills `unshare`, its PID 1 (and so the
+    namespace: the Ray nodes, the master, the trials) is killed with it, instead of going on loading the machine
+    after the test gave up on it."""
+    argv = ["unshare", "-n", "-p", "-f", "--mount-proc", "--kill-child", "sh", "-c", script]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = moved_at = time.monotonic()
+    last, factor = None, _patience.load_factor()
+    try:
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=1.0)
+                return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+            except subprocess.TimeoutExpired:
+                pass
+            now, seen = time.monotonic(), moving() if moving else None
+            if seen != last:
+                last, moved_at = seen, now
+            factor = max(factor, _patience.load_factor())
+            if now - moved_at > timeout * factor or now - started > SCENARIO_TIMEOUT_S:
+                proc.kill()
+                stdout, stderr = proc.communicate()
+                raise subprocess.TimeoutExpired(argv, now - started, stdout, stderr)
+    finally:  # whatever ended the wait (a failing check, Ctrl-C), the namespace ends with it
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _written(root: pathlib.Path) -> Tuple[int, int]:
+    """How much a scenario has written so far (files and bytes under its directory: the master's log, its database
+    and its checkpoints grow while anything happens)."""
+    files = size = 0
+    for folder, _, names in os.walk(root):  # a folder removed during the walk (checkpoint GC) is skipped
+        for name in names:
+            try:
+                size += os.lstat(os.path.join(folder, name)).st_size
+                files += 1
+            except OSError:  # gone meanwhile
+                pass
+    return files, size
 
 
 def run_scenario(name: str, tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
@@ -57,7 +101,7 @@ def run_scenario(name: str, tmp_path_factory: pytest.TempPathFactory) -> Dict[st
     env.pop("RAY_ADDRESS", None)
     started = time.monotonic()
     proc = in_namespace(f'ip link set lo up && exec "{sys.executable}" "{HERE / "_ray_scenario.py"}" {name} "{out}" '
-                        f'"{root}"', env, SCENARIO_TIMEOUT_S)
+                        f'"{root}"', env, SCENARIO_QUIET_S, moving=lambda: _written(root))
     seconds = time.monotonic() - started
     print(proc.stdout[-4000:])
     assert out.exists(), f"the scenario wrote nothing (exit {proc.returncode}): {proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -223,6 +267,34 @@ def test_two_users_trials_run_as_their_accounts_in_sandboxes_on_the_ray_nodes(sp
     assert found["source"] == "bob-c1", found  # the checkpoint she named (bob's) she may read
     for uuid, (who, uid, gid, mode) in iso["owners"].items():  # files are their account's, private to it
         assert [uid, gid] == iso["ids"][who] and mode & 0o077 == 0, (uuid, who, uid, gid, oct(mode))
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_a_notebook_runs_on_the_worker_node_and_is_reached_through_the_master(spread: Dict[str, Any]) -> None:
+    """Issue 31's Ray must-show: with the head disabled, alice's command and notebook are placed on node2 (a
+    placement group of their slot there, rm/ray_tasks.py); the command's output comes back; the notebook answers
+    through the master's /proxy/<id>/ to alice and refuses bob; its slot is counted while it runs and freed by kill."""
+    tasks = spread["tasks"]
+    assert "error" not in tasks, tasks.get("error")
+    node2, task_id = spread["nodes"]["node2"], tasks["notebook"]["running"]["id"]
+    command = tasks["command"]
+    assert (command["task"]["exitCode"], "ray-task-says COMMAND" in command["logs"]) == (0, True), command
+    assert [line for line in command["logs"] if f"(node id {node2})" in line], command["logs"]
+    notebook = tasks["notebook"]
+    assert notebook["running"]["state"] == "STATE_RUNNING", notebook["running"]
+    assert [line for line in notebook["logs"] if "[ray] task" in line and f"(node id {node2})" in line], \
+        notebook["logs"]
+    status, answer = notebook["alice"]
+    assert status == 200 and "started" in answer, notebook["alice"]
+    assert notebook["bob"][0] == 403 and "'alice'" in notebook["bob"][1], notebook["bob"]
+    assert [s["allocation_id"] for s in notebook["node2_slots"]].count(task_id) == 1, notebook["node2_slots"]
+    used = {p["name"]: p["slots_used"] for p in notebook["pools_running"]}
+    assert used.get("default") == 1, notebook["pools_running"]
+    ended = notebook["ended"]
+    assert ended["state"] == "STATE_TERMINATED" and ended["exitStatus"] == "killed by alice", ended
+    assert task_id not in [s["allocation_id"] for s in notebook["node2_slots_after"]]
+    assert {p["name"]: p["slots_used"] for p in notebook["pools_after"]}.get("default") == 0
 
 
 # ------------------------------------------------------------------ scenario `failover`: b, c

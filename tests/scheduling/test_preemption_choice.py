@@ -106,3 +106,17 @@ def test_fair_share_takes_a_trial_back_from_a_job_above_its_share_once(session: 
     session.get(Trial, 4).allocation_id = "alloc-4"
     session.flush()
     assert scheduler.preemption_victims(session, free_slots=0, capacity=2) == []  # 1 and 1: balanced, stays so
+
+
+def test_nothing_is_preempted_for_a_job_its_pool_s_usable_slots_cannot_hold(session: Session) -> None:
+    """A disabled agent (`det agent disable --drain`: its trials finish there) or disabled slots leave the pool fewer
+    usable slots (`capacity`): a pending job they cannot hold preempts nobody, since the freed slots would not be
+    given to it; with the slots usable again it does."""
+    experiment(session, 1, 60)
+    trial(session, 1, 1, running=True)
+    trial(session, 2, 1, running=True)
+    experiment(session, 2, 10)
+    trial(session, 3, 2, running=False)
+    assert scheduler.preemption_victims(session, free_slots=0, capacity=0) == []  # the one agent drains
+    assert ids(scheduler.preemption_victims(session, free_slots=0, capacity=1)) == [2]
+    assert ids(scheduler.preemption_victims(session, free_slots=0, capacity=2)) == [2]

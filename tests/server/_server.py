@@ -6,7 +6,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from sqlalchemy import select
@@ -15,20 +14,15 @@ from determined.common.api import Session
 from determined.master.db import Checkpoint, SearcherEvent, TrainingMetrics, Trial, ValidationMetrics
 from determined.master.db import engine as db_engine
 from determined.master.embedded import running_master_url
-from tests import _postgres
+from tests import _patience, _postgres
 
 SERVE_FAKE = pathlib.Path(__file__).with_name("_serve_fake.py")
 FAKE_TRIAL_ENV = {"FAKE_CHUNK": "5", "FAKE_SLEEP": "0.05", "FAKE_CKPT_EVERY": "20"}
 
 
 def wait_for(what: Callable[[], Any], timeout: float = 60.0, message: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message or what}")
+    """Poll `what()` until true; fail after `timeout` s x the machine's load factor (tests/_patience.py)."""
+    return _patience.wait_for(what, timeout, message or str(what), interval=0.1)
 
 
 def server_db_url() -> Optional[str]:

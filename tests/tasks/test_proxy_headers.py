@@ -30,5 +30,6 @@ def test_a_task_may_only_redirect_inside_its_own_proxy_path() -> None:
 def test_the_task_cannot_set_or_see_the_proxys_cookie_nor_send_hop_by_hop_headers() -> None:
     kept = proxy._answer_headers([(b"set-cookie", b"det_proxy_x=stolen; Path=/"), (b"set-cookie", b"_xsrf=1"),
                                   (b"connection", b"close"), (b"transfer-encoding", b"chunked"),
+                                  (b"date", b"Sat, 28 Nov 2026 10:00:00 GMT"), (b"server", b"TornadoServer/6.5"),
                                   (b"content-type", b"text/html")], TASK, 4321)
     assert kept == [(b"set-cookie", b"_xsrf=1"), (b"content-type", b"text/html")]

@@ -11,6 +11,7 @@ import pytest
 
 from determined.master import embedded
 from determined.master.rm import Slots
+from tests import _patience
 from tests.master._helpers import model_def
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -49,13 +50,8 @@ class Api:
         return resp.json()
 
     def wait(self, predicate: Any, timeout: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.3)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        """Poll `predicate()` until true; fail after `timeout` s x the machine's load factor (tests/_patience.py)."""
+        return _patience.wait_for(predicate, timeout, what, interval=0.3)
 
 
 def asha_config() -> Dict[str, Any]:

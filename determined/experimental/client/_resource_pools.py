@@ -42,7 +42,8 @@ class Agent(_Record):
 
 
 class Slot(_Record):
-    """A slot of an agent: `id`, `device_id`, `device_type`, `resource_pool`, `allocation_id` (None: free)."""
+    """A slot of an agent: `id`, `device_id`, `device_type`, `resource_pool`, `enabled`, `draining`,
+    `allocation_id` (None: free)."""
 
 
 class ResourcePools:
@@ -72,3 +73,11 @@ class ResourcePools:
         """No new run goes to the agent (admins only): its trials checkpoint and resume on other agents, or with
         `drain` finish there."""
         return Agent(self._session.post(f"/agents/{agent_id}/disable", {"drain": drain})["agent"])
+
+    def enable_slot(self, agent_id: str, slot_id: int) -> Slot:
+        """A new run may get the slot again (admins only)."""
+        return Slot(self._session.post(f"/agents/{agent_id}/slots/{int(slot_id)}/enable", {})["slot"])
+
+    def disable_slot(self, agent_id: str, slot_id: int) -> Slot:
+        """No new run gets the slot; the run holding it goes on (admins only)."""
+        return Slot(self._session.post(f"/agents/{agent_id}/slots/{int(slot_id)}/disable", {})["slot"])

@@ -48,10 +48,13 @@ def create_experiment(request: Request, request_body: CreateExperimentRequest) -
             raise RequestProblem(400, "invalid experiment config", scheduling)
         model_def = decode_model_def(body.get("model_definition"), config.get("entrypoint"),
                                      resolve_entrypoint=not runs_native(config))
+        with master.read() as s:  # the pool it will run in (a workspace's default pool): what the RM checks
+            placed = bindings.place_experiment(s, master.pools, config, workspaces.project_for_new_experiment(
+                s, config, body.get("project_id")).workspace_id)
         check = getattr(master.rm, "check_experiment", None)  # a resource manager's own checks (Ray: rm/ray.py)
         total = master.total_slots()
         if check is not None:
-            problems = check(config)
+            problems = check(placed)
             if problems:
                 raise RequestProblem(400, "this experiment cannot run on the master's cluster", problems)
         elif total is not None and slots_per_trial_from(config) > total:

@@ -10,6 +10,9 @@ body limits, which are the API's own), because it relays any method, streamed bo
   4. the request goes on without the master's credentials (its Authorization header and the proxy's cookie are
      dropped) and with the task's own secret (JupyterLab's token) added; hop-by-hop headers are dropped both ways,
      the body is bounded (MAX_BODY_BYTES), and a redirect of the task may only lead inside /proxy/<task id>/.
+     HTTP goes through proxy_relay.py (kept-alive connections, strict framing, a 502 for a task that breaks off
+     a short answer); a shell's WebSocket carries its SSH server's TCP stream, other WebSockets are relayed
+     frame by frame, uncompressed.
 """
 import asyncio
 import hashlib
@@ -20,8 +23,8 @@ import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple
 
 import anyio.to_thread
-import httpx
 
+from determined.master.api import proxy_relay
 from determined.master.db import User
 from determined.master.db.models import Task
 from determined.master.security import auth
@@ -36,6 +39,8 @@ MAX_BODY_BYTES = 1024 * 2**20  # one request's body (a notebook upload)
 _TASK_ID = re.compile(r"^[0-9a-fA-F-]{1,64}$")
 _HOP = {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer", b"trailers",
         b"transfer-encoding", b"upgrade", b"host", b"content-length"}
+# the master's server writes its own Date and Server headers: the task's would be second ones
+_ANSWER_DROP = (_HOP - {b"content-length"}) | {b"date", b"server"}
 _WS_DROP = _HOP | {b"sec-websocket-key", b"sec-websocket-version", b"sec-websocket-extensions",
                    b"sec-websocket-protocol", b"origin", b"authorization", b"cookie"}
 
@@ -58,17 +63,12 @@ async def _answer(send: Any, status: int, text: str, headers: Optional[List[Tupl
 class TaskProxyMiddleware:
     def __init__(self, app: Any) -> None:
         self.app = app
-        self._client: Optional[httpx.AsyncClient] = None
+        self._relay = proxy_relay.Relay()
+        self._remote_relays: Dict[str, proxy_relay.Relay] = {}  # a task on a Ray node: its node's IP -> relay
         # (credential, task) -> (until, decision): a page of JupyterLab sends dozens of requests at once, each
         # would read the database; a decision to let one through is kept ALLOWED_TTL_S (a revoked token or a
         # deactivated user is refused at most that much later). Refusals are never kept.
         self._allowed: Dict[str, Tuple[float, Any]] = {}
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0), follow_redirects=False,
-                                             trust_env=False)
-        return self._client
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket") or not scope["path"].startswith(PREFIX):
@@ -82,8 +82,10 @@ class TaskProxyMiddleware:
         if not rest and not websocket:  # /proxy/<id> -> /proxy/<id>/ (a path of ours only: no open redirect)
             await _answer(send, 307, "", [(b"location", f"{PREFIX}{task_id}/".encode())])
             return
-        headers = [(k.lower(), v) for k, v in scope.get("headers") or []]
-        query = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        headers = scope.get("headers") or []  # names in lower case (ASGI)
+        raw_query = scope.get("query_string", b"")
+        query = urllib.parse.parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True) \
+            if b"det_open" in raw_query else []
         code = next((v for k, v in query if k == "det_open"), None)
         master = scope["app"].state.master if "app" in scope else None
         if master is None:
@@ -121,17 +123,17 @@ class TaskProxyMiddleware:
         runner = getattr(master, "tasks", None)
         if runner is not None:
             runner.note_proxy_activity(task_id)
-        port, secret, task_type = endpoint
+        port, secret, task_type, host = (*endpoint, "127.0.0.1")[:4]  # host: a Ray node's IP (tasks/runner.py)
         if task_type == states.SHELL:  # its SSH server's TCP stream, carried by a WebSocket
             if websocket:
-                await self._relay_tcp(receive, send, task_id, port)
+                await self._relay_tcp(receive, send, task_id, port, host)
             else:
                 await _answer(send, 400, f"task {task_id} is a shell: its SSH stream is a WebSocket; connect with "
                                          f"`det shell open {task_id}`")
         elif websocket:
-            await self._relay_websocket(scope, receive, send, task_id, port, secret, headers)
+            await self._relay_websocket(scope, receive, send, task_id, port, secret, headers, host)
         else:
-            await self._relay_http(scope, receive, send, task_id, port, secret, headers)
+            await self._relay_http(scope, receive, send, task_id, port, secret, headers, host)
 
     async def _refuse(self, scope: Any, receive: Any, send: Any, status: int, message: str) -> None:
         if scope["type"] == "websocket":
@@ -189,66 +191,41 @@ class TaskProxyMiddleware:
 
     # ------------------------------------------------------------ HTTP
 
+    def _relay_to(self, host: str) -> proxy_relay.Relay:
+        if host == "127.0.0.1":
+            return self._relay
+        if host not in self._remote_relays:
+            self._remote_relays[host] = proxy_relay.Relay(host)
+        return self._remote_relays[host]
+
     async def _relay_http(self, scope: Any, receive: Any, send: Any, task_id: str, port: int, secret: Optional[str],
-                          headers: List[Tuple[bytes, bytes]]) -> None:
-        outgoing = _forward_headers(headers, task_id, secret, port)
-        url = f"http://127.0.0.1:{port}{_raw_path(scope)}"
+                          headers: List[Tuple[bytes, bytes]], host: str = "127.0.0.1") -> None:
+        target = _raw_path(scope).encode("latin-1")
         query = scope.get("query_string", b"")
         if query:
-            url += "?" + query.decode("latin-1")
-        size = 0
-        too_large = False
-
-        async def body() -> Any:
-            nonlocal size, too_large
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > MAX_BODY_BYTES:
-                    too_large = True
-                    raise ValueError("request body too large")
-                if chunk:
-                    yield chunk
-                if not message.get("more_body", False):
-                    return
-
-        client = self._http()
-        has_body = any(k in (b"content-length", b"transfer-encoding") for k, _ in headers)
-        request = client.build_request(scope["method"], url, headers=outgoing, content=body() if has_body else None)
+            target += b"?" + query
         try:
-            upstream = await client.send(request, stream=True)
-        except (httpx.HTTPError, ValueError) as e:
-            if too_large:
-                await _answer(send, 413, f"the request body is over {MAX_BODY_BYTES // 2**20} MiB")
-            else:
-                await _answer(send, 502, f"task {task_id} did not answer: {e.__class__.__name__}")
-            return
-        try:
-            answer_headers = _answer_headers(upstream.headers.raw, task_id, port)
-            if answer_headers is None:
-                await _answer(send, 502, f"task {task_id} redirected outside /proxy/{task_id}/; refused")
-                return
-            await send({"type": "http.response.start", "status": upstream.status_code, "headers": answer_headers})
-            async for chunk in upstream.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except httpx.HTTPError:
-            logger.info("task %s: the answer ended early", task_id)
-        finally:
-            await upstream.aclose()
+            await self._relay_to(host).relay(receive, send, port, scope["method"], target,
+                                             _forward_headers(headers, task_id, secret, port), headers,
+                                             lambda raw: _answer_headers(raw, task_id, port), MAX_BODY_BYTES)
+        except proxy_relay.BodyTooLarge:
+            await _answer(send, 413, f"the request body is over {MAX_BODY_BYTES // 2**20} MiB")
+        except proxy_relay.Refused:
+            await _answer(send, 502, f"task {task_id} redirected outside /proxy/{task_id}/; refused")
+        except proxy_relay.UpstreamError as e:
+            await _answer(send, 502, f"task {task_id} did not answer: {e}")
+        except ValueError as e:
+            await _answer(send, 400, f"this request cannot be relayed to task {task_id}: {e}")
 
     # ------------------------------------------------------------ WebSocket
 
-    async def _relay_tcp(self, receive: Any, send: Any, task_id: str, port: int) -> None:
+    async def _relay_tcp(self, receive: Any, send: Any, task_id: str, port: int, host: str = "127.0.0.1") -> None:
         """A shell: the WebSocket's binary frames to the task's SSH server and back (ssh's ProxyCommand)."""
         first = await receive()
         if first["type"] != "websocket.connect":
             return
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            reader, writer = await asyncio.open_connection(host, port)
         except OSError as e:
             await send({"type": "websocket.close", "code": 1011, "reason": f"task {task_id}: {e.__class__.__name__}"})
             return
@@ -283,7 +260,8 @@ class TaskProxyMiddleware:
             writer.close()
 
     async def _relay_websocket(self, scope: Any, receive: Any, send: Any, task_id: str, port: int,
-                               secret: Optional[str], headers: List[Tuple[bytes, bytes]]) -> None:
+                               secret: Optional[str], headers: List[Tuple[bytes, bytes]],
+                               host: str = "127.0.0.1") -> None:
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -296,12 +274,12 @@ class TaskProxyMiddleware:
             extra.append(("Cookie", cookie))
         if secret:
             extra.append(("Authorization", f"token {secret}"))
-        url = f"ws://127.0.0.1:{port}{_raw_path(scope)}"
+        url = f"ws://{host}:{port}{_raw_path(scope)}"
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
         try:
             upstream = await connect(url, additional_headers=extra, subprotocols=scope.get("subprotocols") or None,
-                                     origin=f"http://127.0.0.1:{port}", max_size=None, compression=None,
+                                     origin=f"http://{host}:{port}", max_size=None, compression=None,
                                      open_timeout=10, ping_interval=None, proxy=None)
         except (OSError, InvalidStatus, asyncio.TimeoutError) as e:
             await send({"type": "websocket.close", "code": 1011, "reason": f"task {task_id}: {e.__class__.__name__}"})
@@ -350,7 +328,7 @@ def _raw_path(scope: Any) -> str:
 
 def _credential_key(headers: List[Tuple[bytes, bytes]], task_id: str) -> Optional[str]:
     """What identifies the sender of a request to a task (its bearer token or the proxy's cookie), hashed."""
-    token = auth.bearer({k.decode("latin-1"): v.decode("latin-1") for k, v in headers})
+    token = auth.bearer({"authorization": v.decode("latin-1") for k, v in headers if k == b"authorization"})
     value = token if token is not None else _cookie(headers, access.cookie_name(task_id))
     if not value:
         return None
@@ -400,7 +378,7 @@ def _answer_headers(raw: List[Tuple[bytes, bytes]], task_id: str, port: int) -> 
     own = f"{PREFIX}{task_id}/"
     for key, value in raw:
         k = key.lower()
-        if k in _HOP - {b"content-length"}:
+        if k in _ANSWER_DROP:
             continue
         if k == b"set-cookie" and value.decode("latin-1").lstrip().startswith(access.COOKIE_PREFIX):
             continue

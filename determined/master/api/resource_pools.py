@@ -1,7 +1,8 @@
 """GET /resource-pools (the pools, their slots and schedulers), GET /agents and GET /agents/{id}/slots (the
-machines and slots the resource manager hands out: the local one is one agent, this machine), and the workspace
+machines and slots the resource manager hands out: the local one is one agent, this machine), enabling and disabling
+them (admins: POST /agents/{id}/enable|disable, /agents/{id}/slots/{slot_id}/enable|disable), and the workspace
 bindings of a pool (/resource-pools/{name}/workspace-bindings: anyone lists them, admins change them)."""
-import socket
+import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from fastapi import APIRouter, Path, Request
@@ -9,17 +10,18 @@ from sqlalchemy import select
 
 from determined.master.api._deps import master_of, problems_as_http
 from determined.master.api.schemas.resource_pools import (AgentAnswer, AgentList, AgentToggleBody, PoolBindings,
-                                                         ResourcePoolList, SlotList, WorkspaceBindingsBody)
+                                                         ResourcePoolList, SlotAnswer, SlotList, SlotToggleBody,
+                                                         WorkspaceBindingsBody)
 from determined.master.db import Trial
-from determined.master.lifecycle import trial_notes
 from determined.master.master import Master
 from determined.master.problems import RequestProblem
 from determined.master.rm.base import describe_run
 from determined.master.scheduling import experiment_jobs  # noqa: F401  (registers the experiments' jobs)
-from determined.master.scheduling import bindings, jobs, pools
+from determined.master.scheduling import agent_moves, bindings, jobs, pools
 from determined.master.security import auth
 
 router = APIRouter()
+logger = logging.getLogger("determined.master")
 
 
 def _slot_owners(master: Master) -> Dict[int, Tuple[str, int, int]]:
@@ -91,8 +93,10 @@ def list_resource_pools(request: Request) -> Dict[str, Any]:
     return {"resource_pools": out}
 
 
-def _agent_id() -> str:
-    return socket.gethostname() or "localhost"
+def _local_agent(master: Master) -> Any:
+    """The local resource manager (one agent, this machine), or None for another one."""
+    rm = master.rm
+    return rm if rm is not None and hasattr(rm, "free_slot_ids") and hasattr(rm, "agent") else None
 
 
 def _pools_of_slot(master: Master) -> Dict[int, str]:
@@ -110,11 +114,13 @@ def _slots(master: Master) -> List[Dict[str, Any]]:
     pool_of = _pools_of_slot(master)
     gpus = list(getattr(master.rm.slots, "gpus", []) or [])
     kind = _slot_type(master) or "cpu"
+    local = _local_agent(master)
     out = []
     for i in range(master.rm.total_slots):
         owner = owners.get(i)
+        enabled, draining = local.agent.slot_state(i) if local is not None else (True, False)
         out.append({"id": str(i), "device_id": gpus[i] if i < len(gpus) else str(i), "device_type": kind,
-                    "enabled": True, "draining": False, "resource_pool": pool_of.get(i, pools.DEFAULT_POOL),
+                    "enabled": enabled, "draining": draining, "resource_pool": pool_of.get(i, pools.DEFAULT_POOL),
                     "allocation_id": owner[0] if owner else None, "trial_id": owner[1] if owner else None,
                     "experiment_id": owner[2] if owner else None})
     return out
@@ -144,6 +150,22 @@ def _ray_slots(master: Master, agent_id: str) -> List[Dict[str, Any]]:
     return out
 
 
+def _agents(master: Master) -> List[Dict[str, Any]]:
+    if master.rm is None:
+        return []
+    if hasattr(master.rm, "agents"):
+        return _ray_agents(master)
+    slots = _slots(master)
+    local = _local_agent(master)
+    return [{
+        "id": local.agent_id if local is not None else "ray-cluster", "registered_time": None, "slots": len(slots),
+        "containers": len(master.rm.running()), "resource_pools": sorted({s["resource_pool"] for s in slots}),
+        "enabled": local.agent.enabled if local is not None else True,
+        "draining": local.agent.draining if local is not None else False,
+        "addresses": ["127.0.0.1"] if local is not None else [],
+    }]
+
+
 @router.get("/agents", response_model=AgentList)
 def list_agents(request: Request) -> Dict[str, Any]:
     """The machines whose slots the resource manager hands out: the local resource manager is one agent (this
@@ -151,29 +173,23 @@ def list_agents(request: Request) -> Dict[str, Any]:
     master = master_of(request)
     with problems_as_http():
         auth.principal_of(request)
-        if master.rm is None:
-            return {"agents": []}
-        if hasattr(master.rm, "agents"):
-            return {"agents": _ray_agents(master)}
-        slots = _slots(master)
-        local = hasattr(master.rm, "free_slot_ids")
-        return {"agents": [{
-            "id": _agent_id() if local else "ray-cluster", "registered_time": None, "slots": len(slots),
-            "containers": len(master.rm.running()), "resource_pools": sorted({s["resource_pool"] for s in slots}),
-            "enabled": True, "draining": False, "addresses": ["127.0.0.1"] if local else [],
-        }]}
+        return {"agents": _agents(master)}
+
+
+def _unknown_agent(master: Master, agent_id: str) -> RequestProblem:
+    known = ", ".join(a["id"] for a in _agents(master)) or "none (no scheduler runs)"
+    hint = " (give a Ray node id, or its first 8 or more characters)" if hasattr(master.rm, "find_node") else ""
+    return RequestProblem(404, f"agent {agent_id!r} not found{hint}; the agents are {known} (`det agent list`)")
 
 
 @router.get("/agents/{agent_id}/slots", response_model=SlotList)
-def list_slots(request: Request, agent_id: str) -> Dict[str, Any]:
+def list_slots(request: Request, agent_id: str = Path(max_length=256)) -> Dict[str, Any]:
     """The slots of an agent (`det slot list`): which run holds each, or none."""
     master = master_of(request)
     with problems_as_http():
         auth.principal_of(request)
-        agents = list_agents(request)["agents"]
-        if not any(a["id"] == agent_id for a in agents):
-            known = ", ".join(a["id"] for a in agents) or "none (no scheduler runs)"
-            raise RequestProblem(404, f"agent {agent_id!r} not found; the agents are {known} (`det agent list`)")
+        if not any(a["id"] == agent_id for a in _agents(master)):
+            raise _unknown_agent(master, agent_id)
         if hasattr(master.rm, "agents"):
             return {"slots": _ray_slots(master, agent_id)}
         return {"slots": _slots(master)}
@@ -188,27 +204,46 @@ def _toggle(request: Request, agent_id: str, body: AgentToggleBody, enable: bool
                                       "leave it out or make them the same")
         if enable and body.drain:
             raise RequestProblem(400, "drain applies to disabling an agent only (`det agent disable --drain`)")
-        rm = master.rm
+        rm, local = master.rm, _local_agent(master)
+        if local is not None:
+            if agent_id != local.agent_id:
+                raise _unknown_agent(master, agent_id)
+            return _toggle_local(master, local, body, enable)
         if rm is None or not hasattr(rm, "find_node"):
-            raise RequestProblem(400, "this master's agents cannot be enabled or disabled: only the Ray resource "
-                                      "manager's nodes can (the local resource manager is one agent, this machine; "
-                                      "stop taking work there with `det master stop`)")
+            raise RequestProblem(400, "this master has no agent to enable or disable: no scheduler runs here (start "
+                                      "one with `det master up`)")
         node = rm.find_node(agent_id)  # type: ignore[attr-defined]
         if node is None:
-            known = ", ".join(a["id"] for a in _ray_agents(master)) or "none"
-            raise RequestProblem(404, f"agent {agent_id!r} not found (give a Ray node id, or its first 8 or more "
-                                      f"characters); the agents are {known} (`det agent list`)")
+            raise _unknown_agent(master, agent_id)
         if enable:
-            rm.enable_node(node)  # type: ignore[attr-defined]
+            problem = rm.enable_node(node)  # type: ignore[attr-defined]
+            if problem:  # a node Ray itself drains
+                raise RequestProblem(409, problem)
         else:
             moved = rm.disable_node(node, drain=body.drain)  # type: ignore[attr-defined]
             if moved and not body.drain:  # its trials checkpoint through the preemption signal and go elsewhere
                 with master.write() as s:
-                    for trial in s.scalars(select(Trial).where(Trial.allocation_id.in_(moved))):
-                        trial.preempt_requested = True
-                        trial_notes.note(s, trial.id, f"its Ray node {node} was disabled: it checkpoints and resumes "
-                                                      "from that checkpoint on another node")
+                    agent_moves.preempt_runs(s, {a: f"its Ray node {node} was disabled (`det agent disable`)"
+                                                 for a in moved})
         return {"agent": next(a for a in _ray_agents(master) if a["id"] == node)}
+
+
+def _toggle_local(master: Master, local: Any, body: AgentToggleBody, enable: bool) -> Dict[str, Any]:
+    """This machine, the local resource manager's one agent: disabled, no new run starts on it; without drain its
+    trials checkpoint and wait in the queue until it is enabled again."""
+    if enable:
+        local.agent.enable()
+        logger.info("agent %s enabled: new runs start on it again", local.agent_id)
+    else:
+        local.agent.disable(drain=body.drain)
+        logger.info("agent %s disabled%s", local.agent_id, " (draining: its runs finish, nothing new starts)"
+                    if body.drain else ": its trials checkpoint and wait until it is enabled")
+        if not body.drain:
+            with master.write() as s:
+                agent_moves.preempt_runs(s, {a: f"its agent {local.agent_id} was disabled (`det agent disable`)"
+                                             for a in local.running()})
+    master.wake()
+    return {"agent": _agents(master)[0]}
 
 
 @router.post("/agents/{agent_id}/enable", response_model=AgentAnswer)
@@ -220,8 +255,54 @@ def enable_agent(request: Request, body: AgentToggleBody, agent_id: str = Path(m
 @router.post("/agents/{agent_id}/disable", response_model=AgentAnswer)
 def disable_agent(request: Request, body: AgentToggleBody, agent_id: str = Path(max_length=256)) -> Dict[str, Any]:
     """No new run goes to the agent (`det agent disable`): admins only. Its running trials checkpoint and resume on
-    other agents, or with `drain` finish there."""
+    other agents (the local machine: when it is enabled again), or with `drain` finish there."""
     return _toggle(request, agent_id, body, False)
+
+
+def _toggle_slot(request: Request, agent_id: str, slot_id: int, body: SlotToggleBody, enable: bool) -> Dict[str, Any]:
+    master = master_of(request)
+    with problems_as_http():
+        auth.check_admin(auth.principal_of(request), "enable or disable a slot")
+        if body.agent_id is not None and body.agent_id != agent_id:
+            raise RequestProblem(400, f"agent_id {body.agent_id!r} is not the agent of the path ({agent_id!r}); "
+                                      "leave it out or make them the same")
+        if body.slot_id is not None and body.slot_id != slot_id:
+            raise RequestProblem(400, f"slot_id {body.slot_id} is not the slot of the path ({slot_id}); leave it out "
+                                      "or make them the same")
+        if enable and body.drain:
+            raise RequestProblem(400, "drain applies to disabling a slot only")
+        local = _local_agent(master)
+        if local is None:
+            if hasattr(master.rm, "find_node") and master.rm.find_node(agent_id) is not None:  # type: ignore
+                raise RequestProblem(400, "a Ray node's slots cannot be disabled one by one (Ray places runs by the "
+                                          f"node's resources): disable the node (`det agent disable {agent_id}`)")
+            raise _unknown_agent(master, agent_id)
+        if agent_id != local.agent_id:
+            raise _unknown_agent(master, agent_id)
+        if not 0 <= slot_id < local.total_slots:
+            raise RequestProblem(404, f"agent {agent_id!r} has no slot {slot_id}; its slots are 0 to "
+                                      f"{local.total_slots - 1} (`det slot list`)")
+        if enable:
+            local.agent.enable_slot(slot_id)
+        else:  # as Determined's: the run holding it goes on; no new run gets it
+            local.agent.disable_slot(slot_id, drain=body.drain)
+        logger.info("agent %s: slot %s %s", agent_id, slot_id, "enabled" if enable else "disabled")
+        master.wake()
+        return {"slot": _slots(master)[slot_id]}
+
+
+@router.post("/agents/{agent_id}/slots/{slot_id}/enable", response_model=SlotAnswer)
+def enable_slot(request: Request, body: SlotToggleBody, agent_id: str = Path(max_length=256),
+                slot_id: int = Path(ge=0, le=1_000_000)) -> Dict[str, Any]:
+    """A new run may get the slot again (`det slot enable`): admins only."""
+    return _toggle_slot(request, agent_id, slot_id, body, True)
+
+
+@router.post("/agents/{agent_id}/slots/{slot_id}/disable", response_model=SlotAnswer)
+def disable_slot(request: Request, body: SlotToggleBody, agent_id: str = Path(max_length=256),
+                 slot_id: int = Path(ge=0, le=1_000_000)) -> Dict[str, Any]:
+    """No new run gets the slot (`det slot disable`); the run holding it goes on: admins only."""
+    return _toggle_slot(request, agent_id, slot_id, body, False)
 
 
 # ---------------------------------------------------------------- workspace bindings (Determined 0.23.4+)

@@ -11,6 +11,7 @@ from determined.master.api.schemas.tasks import (LaunchAnswer, LaunchBody, OpenA
 from determined.master.problems import RequestProblem
 from determined.master.security import auth
 from determined.master.tasks import access, records, states
+from determined.master.tasks.config import Host as TaskHost
 from determined.master.tasks import jobs as task_jobs
 
 router = APIRouter()
@@ -34,7 +35,8 @@ def _launch(request: Request, task_type: str, body: Optional[Any]) -> Dict[str, 
         with master.write() as s:
             task, warnings = records.launch(s, auth.principal_of(request), task_type,
                                             fields_of(body) if body is not None else {}, total_slots=total,
-                                            default_pool=default_pool, known_pools=known)
+                                            default_pool=default_pool, known_pools=known,
+                                            host=TaskHost.of(master.rm))
             return {"task": records.to_json(task), "config": task.config, "warnings": warnings}
 
 

@@ -2,8 +2,8 @@
 import datetime
 from typing import Any, Optional
 
-from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
-                        UniqueConstraint)
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String,
+                        Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -344,13 +344,13 @@ class Task(Base):
     same slots as trials. `state` is one of tasks/states.py; `context` the packed `--context` directory;
     `service_secret` the secret the master sends to the task's own server (Jupyter's token), never shown to users;
     `port`/`host` where the task's server listens (the master's proxy, /proxy/<id>/); a shell's SSH key pair.
-    Migration 0016."""
+    Migration 0016 (the keeper's columns: 0018)."""
 
     __tablename__ = "tasks"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     task_type: Mapped[str] = mapped_column(String(16), index=True)
-    state: Mapped[str] = mapped_column(String(16), index=True)
+    state: Mapped[str] = mapped_column(String(32), index=True)  # STATE_TERMINATING is 17 long (0018 widened it)
     description: Mapped[str] = mapped_column(Text, default="")
     owner_id: Mapped[Optional[int]] = mapped_column(ForeignKey("users.id"), nullable=True, index=True)
     owner: Mapped[str] = mapped_column(String(128), default="")
@@ -371,7 +371,15 @@ class Task(Base):
     ssh_private_key: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     ssh_public_key: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     slot_ids: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    # the task's keeper process (tasks/keeper.py), which outlives the master: its pid and when it started (clock
+    # ticks since boot: a reused pid is not taken for it), the run directory, how far the master has stored each
+    # stream's log file ({"stdout": bytes, "stderr": bytes}) and the hash of the owner's token the task acts with:
+    # what a restarted master needs to find a running task again (migration 0018)
     pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    pid_start: Mapped[Optional[int]] = mapped_column(BigInteger, nullable=True)
+    run_dir: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    log_offsets: Mapped[Optional[Any]] = mapped_column(JSON, nullable=True)
+    token_hash: Mapped[Optional[str]] = mapped_column(String(64), nullable=True)
     last_activity: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)
     registered_time: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     start_time: Mapped[Optional[datetime.datetime]] = mapped_column(DateTime, nullable=True)

@@ -11,6 +11,7 @@ from determined import searcher
 from determined.config.entrypoint import runs_a_script
 from determined.master.lifecycle import log_policies, states, trial_notes
 from determined.master.db import Experiment, SearcherOperation, Trial, utcnow
+from determined.master.db.models import TrialLog
 from determined.master.lifecycle.experiment import (
     _check_done,
     _end_trial,
@@ -113,7 +114,7 @@ def process_exited(s: Session, trial_id: int, allocation_id: str, returncode: in
                                       "from its latest checkpoint when a master runs the experiment again")
     elif preempted and returncode == 0:
         why = "its experiment is paused" if trial.state == states.PAUSED else (
-            "it gave its slot to a job of higher priority (or to its fair share); it resumes from this checkpoint"
+            f"{_why_preempted(s, trial.id)}; it resumes from this checkpoint"
             if pending_operations(s, trial.id) or (runs_own_loop(exp) and not trial.close_requested) else
             "it gives its slot to a trial with work while it waits for the search method")
         trial_notes.note(s, trial.id, f"run {trial.runs} checkpointed and stopped: {why}")
@@ -197,3 +198,18 @@ def recover(s: Session) -> int:
 
 def running_trial(s: Session, allocation_id: str) -> Optional[Trial]:
     return s.scalars(select(Trial).where(Trial.allocation_id == allocation_id)).first()
+
+
+_PREEMPT_NOTE = ": it checkpoints and gives its slot"  # the master's note when it asks a run to give its slots up
+
+
+def _why_preempted(s: Session, trial_id: int) -> str:
+    """Why the trial's run gave its slots up, from the master's note when it asked (scheduling/scheduler.py: a job of
+    higher priority or the fair share; scheduling/agent_moves.py: its agent disabled, its Ray node drained)."""
+    asked = s.scalar(select(TrialLog.message).where(
+        TrialLog.trial_id == trial_id, TrialLog.stream == trial_notes.STREAM,
+        TrialLog.message.contains(_PREEMPT_NOTE)).order_by(TrialLog.id.desc()).limit(1))
+    if not asked:
+        return "it gave its slot up"
+    why = asked[len(trial_notes.PREFIX):] if asked.startswith(trial_notes.PREFIX) else asked
+    return f"it gave its slot up ({why.split(_PREEMPT_NOTE, 1)[0]})"

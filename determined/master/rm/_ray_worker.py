@@ -7,7 +7,8 @@ whole process group is signalled by `kill_group` (SIGKILL; SIGTERM first for a s
 to the master through `drain`, a long poll (the actor is threaded, so `drain` and `kill_group` can wait at
 the same time). The master may keep a worker whose process exited 0 for the next run of the same size.
 A run of a master with a trial user starts as its user's OS account, in a sandbox when the node can make one
-(`start(run_as=...)`, `isolation_problem`).
+(`start(run_as=...)`, `isolation_problem`). The same actor starts an interactive task's process on its node
+(`start_task`, rm/ray_tasks.py): its run directory filled from the master's spec, its server on the node's IP.
 
 This module imports nothing from Ray at import time, so the master's package stays importable without it.
 """
@@ -33,6 +34,8 @@ RUN_AS_ROOT = "/run/determined-ray"
 _ISOLATION_PROBLEM: List[Optional[str]] = []  # this worker process's answer of `isolation_problem`, once asked
 
 Line = Tuple[float, str, str]  # (unix time, "stdout" | "stderr", text)
+# An interactive task's preparation of its run directory: (run dir, account or None, argv, env) -> (argv, env).
+Prepare = Callable[[str, Any, List[str], Dict[str, str]], Tuple[List[str], Dict[str, str]]]
 
 
 def _die_with_parent_fn() -> Optional[Callable[[], None]]:
@@ -157,8 +160,10 @@ class RankWorker:
         return {"pid": proc.pid, "not_isolated": None}
 
     def _start_as_account(self, command: Sequence[str], env_updates: Dict[str, str], context: Optional[Dict[str, Any]],
-                          run_as: Dict[str, Any]) -> Dict[str, Any]:
-        """`start` of a run that runs as its user's OS account (see `start`)."""
+                          run_as: Dict[str, Any], prepare: Optional["Prepare"] = None, cwd: str = "") -> Dict[str, Any]:
+        """`start` of a run that runs as its user's OS account (see `start`). `prepare` (an interactive task's:
+        `start_task`) fills the run directory and gives the final command line and environment; `cwd`: the directory
+        the process starts in (default: the run directory)."""
         from determined.master.rm.sandbox import Sandbox, SandboxRefused, account_of, prepare_tensorboard_dir
 
         argv = list(command)
@@ -170,6 +175,8 @@ class RankWorker:
             self._work_dir = tempfile.mkdtemp(prefix=f"det-ray-{env_updates.get('DET_ALLOCATION_ID', 'run')}-")
             env = {**self._base_env(), **env_updates}
             owner = None
+            if prepare is not None:
+                argv, env = prepare(self._work_dir, None, argv, env)
         else:
             request = run_as["request"]
             account = account_of(request.account, run_as["default"])
@@ -181,6 +188,8 @@ class RankWorker:
             from determined.master.rm.trial_env import trial_environment
 
             env = {**trial_environment(os.environ, user=account, home=self._home(account)), **env_updates}
+            if prepare is not None:
+                argv, env = prepare(self._work_dir, account, argv, env)
             if problem is None:
                 existing = [p for p in (run_as.get("hidden") or []) if os.path.exists(p)]
                 roots = [r for r in (run_as.get("storage_roots") or []) if os.path.isdir(r)]
@@ -194,7 +203,7 @@ class RankWorker:
                     request = dataclasses.replace(request, tensorboard_dir=None)
                 try:
                     argv = sandbox.argv(argv, run_dir=self._work_dir, home=env.get("HOME", ""), account=account,
-                                        request=request)
+                                        request=request, cwd=cwd)
                 except SandboxRefused as e:
                     self._refuse(f"the trial cannot start: {e}")
                 popen = {"umask": 0o022}  # bwrap makes the mounts as root; setpriv takes the account inside
@@ -205,10 +214,82 @@ class RankWorker:
 
             env[RUN_CONTEXT_ENV] = write_run_context(self._work_dir, context, owner)
         try:
-            proc = self._fork(argv, env, self._work_dir, subprocess.DEVNULL, trial=True, popen=popen)
+            sandboxed = popen.get("umask") == 0o022  # bwrap enters `cwd` itself
+            proc = self._fork(argv, env, cwd if cwd and not sandboxed else self._work_dir, subprocess.DEVNULL,
+                              trial=True, popen=popen)
         except OSError as e:
             self._refuse(f"cannot start {argv[0]!r}: {e.strerror or e}")
         return {"pid": proc.pid, "not_isolated": problem}
+
+    def start_task(self, spec: Dict[str, Any], run_as: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Start an interactive task's process on this node (the master's tasks/remote.py builds `spec`);
+        {"pid", "node_id", "ip", "host", "port", "not_isolated"}: `host`:`port` is where its server listens (port 0:
+        a command, no server).
+
+        `spec`: {"task_id", "argv", "env", "files": {name: text} written into the run directory (mode 0600),
+        "context": the task's context (a .tar.gz, base64) extracted there (its startup-hook.sh is run by the entry
+        script among `files`), "server": whether it listens, "work_dir": the config's work_dir or ""}. In `argv` and
+        the values of `env`, {PYTHON} is this node's interpreter, {RUN_DIR} the run directory, {HOST} and {PORT}
+        the address the server listens on: this node's Ray IP and a free port there ({REMOTE}: "True" when that IP is
+        not a loopback address, else "False"). `run_as`: as `start`'s; the task then runs as its owner's account, in
+        a sandbox where the node can make one.
+        """
+        import ray
+
+        task_id = str(spec["task_id"])
+        with self._cond:
+            if self._proc is not None and self._exit_code is None:
+                raise RuntimeError("this worker's previous process still runs")
+            self._lines, self._proc, self._exit_code, self._start_error = [], None, None, None
+            self._run = task_id
+            self._cond.notify_all()
+        ip = _node_ip()
+        host = "127.0.0.1" if ip.startswith("127.") or ip in ("localhost", "::1") else ip
+        port = _free_port(host) if spec.get("server") else 0
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        work_dir = str(spec.get("work_dir") or "")
+
+        def prepare(run_dir: str, account: Any, argv: List[str],
+                    env: Dict[str, str]) -> Tuple[List[str], Dict[str, str]]:
+            if spec.get("context"):
+                from determined.exec._model_def import extract_model_def
+
+                extract_model_def(str(spec["context"]), run_dir)
+            for name, text in (spec.get("files") or {}).items():
+                path = os.path.join(run_dir, os.path.basename(str(name)))
+                with open(path, "w", opener=lambda p, flags: os.open(p, flags, 0o600)) as f:
+                    f.write(str(text))
+            if account is not None:
+                for root, dirs, names in os.walk(run_dir):
+                    for name in dirs + names:
+                        os.lchown(os.path.join(root, name), account.uid, account.gid)
+                os.chown(run_dir, account.uid, account.gid)
+                os.chmod(run_dir, 0o700)
+            values = {"{PYTHON}": sys.executable, "{RUN_DIR}": run_dir, "{HOST}": host, "{PORT}": str(port),
+                      "{REMOTE}": str(host != "127.0.0.1")}
+
+            def fill(text: str) -> str:
+                for key, value in values.items():
+                    text = text.replace(key, value)
+                return text
+
+            out_env = {**env, **{k: fill(str(v)) for k, v in (spec.get("env") or {}).items()}}
+            if gpus:
+                out_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            return [fill(str(a)) for a in argv], out_env
+
+        where = {"node_id": ray.get_runtime_context().get_node_id(), "ip": ip, "host": host, "port": port}
+        argv = list(spec["argv"])
+        if run_as is not None:
+            started = self._start_as_account(argv, {}, None, run_as, prepare=prepare, cwd=work_dir)
+            return {**where, **started}
+        self._work_dir = tempfile.mkdtemp(prefix=f"det-task-{task_id[:8]}-")
+        argv, env = prepare(self._work_dir, None, argv, self._base_env())
+        try:
+            proc = self._fork(argv, env, work_dir or self._work_dir, subprocess.DEVNULL, trial=True)
+        except OSError as e:
+            self._refuse(f"cannot start {argv[0]!r}: {e.strerror or e}")
+        return {**where, "pid": proc.pid, "not_isolated": None}
 
     def _refuse(self, message: str) -> NoReturn:
         with self._cond:

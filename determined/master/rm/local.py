@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from determined.common._process import die_with_parent
 from determined.exec import forkserver
 from determined.exec._environment import RUN_CONTEXT_ENV, write_run_context
 from determined.exec.prestart import HARNESS_COMMAND, PrestartPool
+from determined.master.rm.agent_state import AgentState
 from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
 from determined.master.rm.sandbox import (RunRequest, Sandbox, SandboxRefused, account_of, prepare_tensorboard_dir)
 from determined.master.rm.slots import Slots, detect_slots
@@ -118,6 +120,8 @@ class LocalResourceManager:
         self.trial_command = list(trial_command) if trial_command else list(DEFAULT_TRIAL_COMMAND)
         self._processes: Dict[str, TrialProcess] = {}
         self._used: set = set()
+        # `det agent disable|enable` and `det slot disable|enable` of this machine's one agent (rm/agent_state.py)
+        self.agent = AgentState()
         self.exit_listener: Optional[Callable[[], None]] = None
         self._pool: Optional[PrestartPool] = None
         size = _prestart_size(prestart, self.slots.total) if self.sandbox is None else 0
@@ -134,12 +138,18 @@ class LocalResourceManager:
     def total_slots(self) -> int:
         return self.slots.total
 
+    @property
+    def agent_id(self) -> str:
+        """The id of the one agent this resource manager is (`det agent list`): this machine's host name."""
+        return socket.gethostname() or "localhost"
+
     def free_slots(self) -> int:
-        return self.slots.total - len(self._used)
+        return len(self.free_slot_ids())
 
     def free_slot_ids(self) -> List[int]:
-        """The indices of the free slots (a resource pool with slots of its own counts its free ones)."""
-        return [i for i in range(self.slots.total) if i not in self._used]
+        """The indices of the free slots a new run may get (a resource pool with slots of its own counts its free
+        ones): not held, and not disabled (`det agent disable`, `det slot disable`)."""
+        return [i for i in range(self.slots.total) if i not in self._used and self.agent.takes(i)]
 
     def running(self) -> Dict[str, TrialProcess]:
         return dict(self._processes)
@@ -225,9 +235,9 @@ class LocalResourceManager:
         the modules from outside its model directory that it imports (the fork server imports them once);
         `context`: the run's context, handed to it in a file of its run directory (`write_run_context`), so that
         it does not ask for it; `run`: its account and what its sandbox shows (see the class); `slot_ids`: the
-        slots it may take (its resource pool's, scheduling/pools.py; default: any)."""
+        slots it may take (its resource pool's, scheduling/pools.py; default: any enabled one)."""
         allowed = range(self.slots.total) if slot_ids is None else slot_ids
-        free = [i for i in allowed if i not in self._used]
+        free = [i for i in allowed if i not in self._used and self.agent.takes(i)]
         if len(free) < slots_needed:
             raise RuntimeError(f"trial {trial_id} needs {slots_needed} slots but only {len(free)} are free")
         chosen = free[:slots_needed]

@@ -46,7 +46,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 from determined import errors
 from determined.common import env_seconds
-from determined.master.rm import _ray_worker, ray_pools
+from determined.master.rm import _ray_worker, ray_pools, ray_tasks
 from determined.master.rm.base import LogSink
 from determined.master.rm.local import PRESTART_ENV, TERM_GRACE_S, WARM_ENV
 from determined.master.rm.sandbox import RunRequest
@@ -333,6 +333,13 @@ class RayResourceManager:
         self._isolation_task = self._ray.remote(_ray_worker.isolation_problem)
         self._placements: Dict[str, Any] = {}  # resource pool -> its RayPlacement (None: no nodes of its own)
         self._disabled: Dict[str, bool] = {}  # node id -> whether it drains (`det agent disable [--drain]`)
+        # Nodes Ray itself drains (`ray drain-node`, an autoscaler): node id -> (deadline in ms, 0: none; the node's
+        # `_disabled` state before); read at most once a second; the runs already asked to move off them.
+        self._ray_drains: Dict[str, Tuple[int, Optional[bool]]] = {}
+        self._drains_read_at = -1e9
+        self._moved_off: Set[str] = set()
+        self._default_pool = ""  # the master's default compute pool (`use_pools`)
+        self._tasks: Dict[str, ray_tasks.RayTask] = {}  # interactive tasks on the nodes (`launch_task`)
         self._refresh(force=True)
         kind = slot_type or ("gpu" if self.cluster_gpus() > 0 else "cpu")
         self.slots = ClusterSlots(kind=kind, total=0)
@@ -442,7 +449,8 @@ class RayResourceManager:
         included)."""
         out = sum(self._node_slots(self._alive[n]) for n in list(self._disabled) if n in self._alive)
         total = self.total_slots - out
-        return max(0, total - sum(self._held(run) for run in list(self._runs.values())))
+        held_by_tasks = sum(t.slots for t in self._live_tasks() if t.node_id not in self._disabled)
+        return max(0, total - sum(self._held(run) for run in list(self._runs.values())) - held_by_tasks)
 
     def _held(self, run: RayRun) -> int:
         """The slots a run holds on enabled nodes (all of them while it is not placed)."""
@@ -456,6 +464,7 @@ class RayResourceManager:
         """Place the runs of each of the master's pools (scheduling/pools.py `ClusterPools`) on the nodes its `ray`
         placement names (rm/ray_pools.py); the warnings of pools no node matches now (nodes may join later)."""
         self._placements = {name: pool.ray for name, pool in cluster.pools.items()}
+        self._default_pool = cluster.default_compute
         self._refresh(force=True)
         warnings = []
         for name, placement in sorted(self._placements.items()):
@@ -483,6 +492,7 @@ class RayResourceManager:
         """Each pool's slots on its enabled nodes (`total`), those its runs hold there (`used`) and its nodes."""
         self._refresh()
         runs = list(self._runs.values())
+        tasks = self._live_tasks()
         out = {}
         for name in self._placements or {"": None}:
             nodes = self._pool_node_ids(name)
@@ -495,6 +505,8 @@ class RayResourceManager:
             used = sum(1 for run in runs for node in run.rank_nodes if node in mine)
             used += sum(run.slots_needed for run in runs if not run.rank_nodes and (run.pool == name or not
                                                                                   self._placements))
+            used += sum(t.slots for t in tasks if t.node_id in mine or (t.node_id is None and (
+                t.pool == name or not self._placements)))
             out[name] = {"total": total, "used": used, "nodes": nodes}
         return out
 
@@ -519,10 +531,13 @@ class RayResourceManager:
             holders = [run for run in runs if node_id in run.rank_nodes]
             slots: List[Optional[str]] = [run.allocation_id for run in holders
                                           for node in run.rank_nodes if node == node_id]
+            tasks_here = [t for t in self._live_tasks() if t.node_id == node_id]
+            slots += [t.task_id for t in tasks_here for _ in range(t.slots)]
             count = self._node_slots(n)
             out.append({"id": node_id, "ip": str(n["NodeManagerAddress"]), "slots": count,
                         "slot_owners": (slots + [None] * count)[:max(count, len(slots))],
-                        "containers": len(holders), "resource_pools": sorted(pools_of.get(node_id, [])),
+                        "containers": len(holders) + len(tasks_here),
+                        "resource_pools": sorted(pools_of.get(node_id, [])),
                         "enabled": node_id not in self._disabled, "draining": self._disabled.get(node_id, False)})
         return out
 
@@ -542,9 +557,59 @@ class RayResourceManager:
                     ": its runs checkpoint and move to other nodes")
         return [run.allocation_id for run in list(self._runs.values()) if node_id in run.rank_nodes]
 
-    def enable_node(self, node_id: str) -> None:
+    def enable_node(self, node_id: str) -> Optional[str]:
+        """Let new runs go to the node again; why not (a node Ray itself drains), or None."""
+        if node_id in self._ray_drains:
+            return (f"Ray node {node_id} is being drained by Ray (`ray drain-node` or its autoscaler): it leaves the "
+                    "cluster once its runs have moved, and cannot be enabled; a node that joins again is enabled")
         if self._disabled.pop(node_id, None) is not None:
             logger.info("Ray node %s enabled", node_id)
+        return None
+
+    def _read_ray_drains(self) -> Dict[str, int]:
+        """Ray's own drains (`ray drain-node`, an autoscaler taking a node back): node id -> deadline (ms since the
+        epoch; 0: none). Ray keeps a draining node alive, placing nothing new there, until what runs on it ends or
+        its deadline passes; then the node is dead (DeathReason AUTOSCALER_DRAIN_*)."""
+        try:
+            from ray._private import state as ray_state
+
+            return {str(node): int(deadline or 0) for node, deadline in ray_state.state.get_draining_nodes().items()}
+        except Exception as e:  # an older Ray, or the GCS did not answer: the next read tries again
+            logger.debug("cannot read Ray's draining nodes: %s", e)
+            return {}
+
+    def runs_leaving_nodes(self) -> Dict[str, str]:
+        """The runs to move off nodes that Ray drains (allocation id -> why), each once. A draining node takes no new
+        run (as `det agent disable --drain`); the master preempts its runs: they checkpoint before its deadline and
+        resume on other nodes, spending no restart. Ray's drains are read at most once a second."""
+        now = time.monotonic()
+        if now - self._drains_read_at < VIEW_REFRESH_S:
+            return {}
+        self._drains_read_at = now
+        drains = self._read_ray_drains()
+        for node, deadline in drains.items():
+            if node not in self._ray_drains:
+                when = f"by {_utc(deadline / 1000):%Y-%m-%d %H:%M:%S} UTC" if deadline else "with no deadline"
+                logger.warning("Ray drains node %s (%s): nothing new goes there; its runs checkpoint and move to other "
+                               "nodes", node, when)
+                self._ray_drains[node] = (deadline, self._disabled.get(node))
+            self._disabled[node] = True
+        for node in [n for n in self._ray_drains if n not in drains]:  # gone, or Ray gave the drain up
+            _, before = self._ray_drains.pop(node)
+            if before is None:
+                self._disabled.pop(node, None)
+            else:
+                self._disabled[node] = before
+        out: Dict[str, str] = {}
+        for run in list(self._runs.values()):
+            leaving = [node for node in run.rank_nodes if node in self._ray_drains]
+            if leaving and run.allocation_id not in self._moved_off:
+                self._moved_off.add(run.allocation_id)
+                deadline = self._ray_drains[leaving[0]][0]
+                out[run.allocation_id] = (f"Ray drains its node {leaving[0]}" + (
+                    f" (gone by {_utc(deadline / 1000):%Y-%m-%d %H:%M:%S} UTC)" if deadline else ""))
+        self._moved_off &= set(self._runs)
+        return out
 
     def _pools_split(self) -> bool:
         """Whether some pool has nodes of its own (else every pool may use every node)."""
@@ -633,15 +698,38 @@ class RayResourceManager:
         elif self.slots.kind == "gpu" and self.cluster_gpus() == 0:
             problems.append("resources.slots_per_trial: this master runs trials on GPU slots but the Ray cluster has "
                             "no GPU now; add GPU nodes, or start the master with --ray-slot-type cpu")
-        elif wanted > self.slots.total:
-            problems.append(
-                f"resources.slots_per_trial: {wanted} slots per trial, but the Ray cluster has only "
-                f"{self.slots.total} {self.slots.kind} slot(s) ({self.cpus_per_slot:g} CPU per slot); lower "
-                "slots_per_trial, add Ray nodes, or start the master with a smaller --ray-cpus-per-slot")
+        else:
+            problems += self._capacity_problems(resources, wanted)
         storage = config.get("checkpoint_storage") or {}
         if storage.get("type") == "shared_fs" and isinstance(storage.get("host_path"), str):
             problems += self._check_shared_fs(os.path.expanduser(storage["host_path"]))
         return problems
+
+    def _capacity_problems(self, resources: Mapping[str, Any], wanted: int) -> List[str]:
+        """Whether a trial of `wanted` slots fits in its resource pool: the slots of the pool's alive nodes (disabled
+        ones included: they may be enabled again; not those Ray drains), and with `is_single_node` on its largest
+        node. A pool with no node now is no problem: its trials wait until one joins (`use_pools` warned)."""
+        pool = str(resources.get("resource_pool") or self._default_pool or "")
+        nodes = [n for n in self._pool_node_ids(pool) if n in self._alive and n not in self._ray_drains]
+        placement = self._placements.get(pool)
+        per_node = [ray_pools.node_pool_slots(self._node_slots(self._alive[n]), self._alive[n], placement)
+                    for n in nodes]
+        total, largest = sum(per_node), max(per_node, default=0)
+        if not nodes:
+            return []
+        where = f"resource pool {pool!r}" if self._pools_split() else "the Ray cluster"
+        kind = f"{self.slots.kind} slot(s) ({self.cpus_per_slot:g} CPU per slot)"
+        fixes = ("choose another pool (`det rp list`), add Ray nodes to it" if self._pools_split() else "add Ray nodes")
+        if resources.get("is_single_node") and wanted > largest:
+            return [f"resources.slots_per_trial: {wanted} slots per trial on one node (resources.is_single_node), but "
+                    f"the largest Ray node of {where} has {largest} {kind} ({total} on its {len(nodes)} node(s)); "
+                    f"lower slots_per_trial, set is_single_node: false, {fixes}, or start the master with a smaller "
+                    "--ray-cpus-per-slot"]
+        if wanted > total:
+            return [f"resources.slots_per_trial: {wanted} slots per trial, but {where} has only {total} {kind} on "
+                    f"{len(nodes)} Ray node(s); lower slots_per_trial, {fixes}, or start the master with a smaller "
+                    "--ray-cpus-per-slot"]
+        return []
 
     def _check_shared_fs(self, host_path: str) -> List[str]:
         """Every alive node must see the master's `host_path` as the same, writable directory.
@@ -1271,6 +1359,67 @@ class RayResourceManager:
         self._release_warming()
         for run in list(self._runs.values()):
             self._kill(run, signal.SIGKILL)
+
+    # ------------------------------------------------------------ interactive tasks (rm/ray_tasks.py)
+
+    counts_tasks = True  # the slots of the tasks it runs are in free_slots() (tasks/runner.py does not count them)
+
+    def _live_tasks(self) -> List[ray_tasks.RayTask]:
+        """The tasks not ended yet (ended ones are forgotten here)."""
+        tasks = vars(self).setdefault("_tasks", {})  # (a manager made without __init__, a test's stand-in: none)
+        for task_id, task in list(tasks.items()):
+            if task.returncode is not None:
+                tasks.pop(task_id, None)
+        return list(tasks.values())
+
+    def task_placement(self, slots: int, resource_pool: str) -> ray_tasks.TaskPlacement:
+        """A task's one bundle (all its slots, on one node; a CPU-only task: a quarter of a slot's CPUs) and the
+        label selector that keeps it on the enabled nodes of its pool."""
+        self._refresh()
+        pool = resource_pool if resource_pool in self._placements else ""
+        placement = self._placements.get(pool)
+        if slots > 0:
+            bundle = {name: amount * slots for name, amount in ray_pools.bundle(self._bundle(), placement).items()}
+        else:
+            bundle = {"CPU": self.cpus_per_slot * ray_tasks.ZERO_SLOT_CPU_SHARE}
+        nodes = sorted(n for n in self._pool_node_ids(pool) if n not in self._disabled)
+        if nodes:
+            selector: Optional[Dict[str, str]] = dict(placement.node_labels) if placement is not None else {}
+            assert selector is not None
+            selector[ray_pools.NODE_ID_LABEL] = f"in({', '.join(nodes)})"
+        else:  # none now: it waits for one to join (not the other pools' nodes, as `_new_placement_group`)
+            excluded = set(self._disabled)
+            if placement is None and self._placements:
+                excluded |= set(self._alive) - set(self._pool_node_ids(pool))
+            selector = ray_pools.label_selector(placement, excluded)
+        return ray_tasks.TaskPlacement(bundle, selector, pool, slots if self.slots.kind == "gpu" else 0)
+
+    def task_master_url(self, master_url: str) -> str:
+        """The master's URL as a task's process on a node reaches it."""
+        return self._trial_url(master_url)
+
+    def launch_task(self, task_id: str, *, slots: int, resource_pool: str, spec: Dict[str, Any],
+                    keeper_dir: str, line_bytes: int, budget: int,
+                    run: Optional[RunRequest] = None) -> ray_tasks.RayTask:
+        """Place an interactive task on a node of its pool and start its process there (`RankWorker.start_task`
+        runs `spec`); the handle (its log and exit files in `keeper_dir`, as a keeper's), which counts its slots
+        here until it ended. `run`: its account and sandbox (a master with `run_as_users`)."""
+        run_as = None
+        if self.trial_user is not None:
+            run_as = {"request": run or RunRequest(), "default": self.trial_user, **self._sandbox_paths}
+
+        def node_dead(node_id: str) -> bool:
+            self._refresh(force=True)
+            return node_id in self._dead or node_id not in self._alive
+
+        task = ray_tasks.RayTask(task_id, slots, self.task_placement(slots, resource_pool), spec, run_as, self._ray,
+                                 self._worker_class, self._pg_strategy, self._placement_group, self._release,
+                                 node_dead, keeper_dir=keeper_dir, line_bytes=line_bytes, budget=budget,
+                                 on_change=self.exit_listener)
+        self._tasks[task_id] = task
+        logger.info("task %s waits for a placement group of %s %s slot(s) (resource pool %r)", task_id, slots,
+                    self.slots.kind, task.pool)
+        return task
 
 
 def make_factory(**options: Any) -> Any:

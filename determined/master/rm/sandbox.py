@@ -38,6 +38,8 @@ logger = logging.getLogger("determined.master")
 
 # bind_mounts propagation values Determined accepted; a sandbox's mounts never propagate back to the host.
 PROPAGATIONS = ("rprivate", "private", "rslave", "slave", "rshared", "shared")
+# The sandbox's own mounts a bind mount may not replace (a path under /tmp is made in the run's private /tmp).
+PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm", "/dev")
 
 
 # The storage directory: sticky, writable and searchable by all, listable by none but root (each account makes its
@@ -167,6 +169,14 @@ class Sandbox:
             if _inside(run_dir, target) or target in ("/proc", "/dev") or _inside(target, "/proc"):
                 raise SandboxRefused(f"{where}.container_path: {inside} would cover the trial's own directory or "
                                      "/proc; choose another path")
+            if target in PRIVATE_MOUNTS:
+                raise SandboxRefused(f"{where}.container_path: {inside} is the run's private {target} (made for each "
+                                     f"run and deleted with it); mount at a path under it or elsewhere, e.g. /mnt/data")
+            for prefix in self.platform:  # bound read-only last: a mount over or inside it would be covered or lost
+                if _inside(target, prefix) or _inside(prefix, target):
+                    raise SandboxRefused(f"{where}.container_path: {inside} would cover or sit inside the platform's "
+                                         f"Python installation ({prefix}), which every run uses read-only; choose "
+                                         "another path, e.g. /mnt/data")
             propagation = mount.get("propagation") or "rprivate"
             if propagation not in PROPAGATIONS:
                 raise SandboxRefused(f"{where}.propagation: {propagation!r} is not one of {', '.join(PROPAGATIONS)}")

@@ -281,7 +281,8 @@ def preemption_victims(s: Session, free_slots: "int | Mapping[str, int]",
     victims are running trials of strictly lower priority (a larger number) in preempting pools: the lowest
     priority first, the newest first within one priority, just enough of them. Slots that runs already asked to
     preempt will free count first, so nothing is preempted twice for the same need; and nothing is preempted when
-    even all candidates would not make room."""
+    even all candidates would not make room, nor when the pool's usable slots (`capacity`: what disabled agents,
+    slots and drained Ray nodes leave) cannot hold the pending job."""
     cluster = pools.of_session(s)
     if not cluster.preempts:
         return []
@@ -300,6 +301,8 @@ def preemption_victims(s: Session, free_slots: "int | Mapping[str, int]",
     free = _Free(free_slots)
     if first.slots_per_trial <= free.of(first.pool.name):
         return []
+    if capacity is not None and first.slots_per_trial > pool_capacity.of(first.pool.name):
+        return []  # its pool's usable slots (disabled agents and slots are not) cannot hold it: preempting frees none
     running = [t for t in s.scalars(select(Trial).where(_holds_a_run())) if t.experiment_id in demands]
     if free.shared is None:  # pools with slots of their own: only the pending job's pool makes room for it
         running = [t for t in running if demands[t.experiment_id].pool.name == first.pool.name]

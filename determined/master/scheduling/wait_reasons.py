@@ -5,7 +5,7 @@ what the master records and nothing else:
 - for an experiment, the trial that says most about it: a trial whose Ray run waits for a node's answer about its
   checkpoint storage (the run's own note in the trial's logs, `rm/ray.py`), else a trial that ran before and waits
   again, e.g. a preempted one (its status, `lifecycle/trial_status.py`, and the master's latest note in its logs:
-  `run 1 checkpointed and stopped: it gave its slot to a job of higher priority ...`).
+  `run 1 checkpointed and stopped: it gave its slot up ...`).
 
 A job that wants no slot it does not hold, and has no such trial, has no reason (None).
 """

@@ -3,20 +3,33 @@ master's defaults, and the notes on the fields that need a container.
 
 Merge order (as Determined's master): built-in defaults <- template <- the submitted config; then the master fills
 `resources.slots` (1), `resources.resource_pool` and the description. Unknown fields are refused by name.
-Tasks run as processes on the master's machine, without containers: `environment.image`, `bind_mounts`,
+Tasks run as processes on the master's machine, without containers: `environment.image`,
 `environment.pod_spec` and the other container fields are accepted (a config written for Determined still
 launches) and each one gets a note, in the launch's `warnings` and in the task's logs, that says what it does here.
+`bind_mounts` are checked as an experiment's are and honoured where the task runs in a sandbox (rm/sandbox.py);
+elsewhere they get the note. `check_on_host` checks what depends on the machine at submit: the bind mounts against
+the sandbox, and that `work_dir` exists, that the task's OS account can enter it, and that the sandbox does not hide it.
 """
 import copy
+import dataclasses
+import os
 import re
+import stat
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from determined.config.environment import BIND_MOUNT
+from determined.config.errors import Problems
+from determined.config.fields import INVALID, ListOf
 from determined.master.problems import RequestProblem
 from determined.master.tasks import states
 
 NOTEBOOK_IDLE_TYPES = ("kernels_or_terminals", "kernel_connections", "activity")
 MAX_ENTRYPOINT_CHARS = 64 * 1024
 MAX_DESCRIPTION_CHARS = 1024
+MAX_BIND_MOUNTS = 64
+_BIND_MOUNTS = ListOf(BIND_MOUNT, max_items=MAX_BIND_MOUNTS)  # the experiment config's own rules
+# Paths a sandboxed task gets a private copy of (empty at its start, deleted at its end): not a work_dir.
+SANDBOX_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")
 
 _TOP = ("description", "entrypoint", "resources", "environment", "bind_mounts", "work_dir", "idle_timeout",
         "notebook_idle_type", "tensorboard_args", "debug", "slurm", "pbs")
@@ -36,8 +49,9 @@ CONTAINER_NOTES = {
     "environment.drop_capabilities": "tasks run without containers: Linux capabilities are not changed",
     "environment.proxy_ports": "only the task's own server (JupyterLab, TensorBoard) is proxied, at /proxy/<task id>/",
     "environment.ports": "tasks use the ports of the master's machine; named ports are not assigned",
-    "bind_mounts": "tasks see the file system of the master's machine as their OS account does: nothing is "
-                   "mounted; use the host paths directly",
+    "bind_mounts": "this master does not run tasks in a sandbox (it needs run-as accounts and bubblewrap: "
+                   "docs/auth.md), so nothing is mounted: each host_path is visible as-is to the task's OS account, "
+                   "and a container_path other than its host_path does not exist in the task; use the host paths",
     "resources.shm_size": "tasks share the machine's /dev/shm: the size is not set",
     "resources.devices": "tasks run without containers: devices are not mapped",
     "resources.weight": "used by the fair-share scheduler only",
@@ -222,9 +236,15 @@ def check(raw: Any, task_type: str, *, total_slots: int, default_pool: str, know
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_CHARS:
         problems.append(f"description: expected text of at most {MAX_DESCRIPTION_CHARS} characters")
     cfg["description"] = description
+    if cfg.get("bind_mounts") is not None:
+        checker = Problems()
+        mounts = _BIND_MOUNTS.check(cfg["bind_mounts"], "bind_mounts", checker)
+        problems += checker.items
+        if mounts is not INVALID:
+            cfg["bind_mounts"] = mounts
     work_dir = cfg.get("work_dir")
     if work_dir is not None:
-        if not isinstance(work_dir, str) or not work_dir.startswith("/"):
+        if not isinstance(work_dir, str) or not work_dir.startswith("/") or "\0" in work_dir or len(work_dir) > 4096:
             problems.append("work_dir: expected an absolute directory path of the master's machine")
         elif has_context:
             problems.append("work_dir: cannot set work_dir and context directory at the same time; the context is "
@@ -252,3 +272,117 @@ def check(raw: Any, task_type: str, *, total_slots: int, default_pool: str, know
         if present:
             notes.append(f"{dotted}: {note}")
     return TaskConfig(cfg, notes, env, idle_timeout)
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """Where this master's tasks run, for the checks at submit that need the machine: `default_account`, the
+    resource manager's `trial_user` (None: tasks run as the master's own account), and `sandbox`, its
+    rm/sandbox.Sandbox (None: tasks are not sandboxed). As tasks/runner.py's `_account`."""
+
+    default_account: Any = None
+    sandbox: Any = None
+
+    @classmethod
+    def of(cls, rm: Any) -> "Host":
+        default = getattr(rm, "trial_user", None)
+        return cls(default, getattr(rm, "sandbox", None) if default is not None else None)
+
+
+def check_on_host(checked: TaskConfig, host: Host, link: Optional[Mapping[str, Any]]) -> None:
+    """What depends on the machine, checked at submit (`link`: the owner's linked OS account, None: not linked):
+    on a sandboxed server the bind mounts as the sandbox will mount them (the note that they do nothing is dropped
+    there); `work_dir` exists, is not hidden by the sandbox, and the task's account can enter it. A RequestProblem
+    names each problem and its fix."""
+    from determined.master.rm.sandbox import SandboxRefused, account_of
+
+    cfg = checked.raw
+    mounts = list(cfg.get("bind_mounts") or [])
+    sandbox = host.sandbox
+    problems: List[str] = []
+    if sandbox is not None:
+        checked.notes = [n for n in checked.notes if not n.startswith("bind_mounts:")]
+        try:  # the run directory of a task: <data dir>/work/tasks/<id>
+            sandbox.check_bind_mounts(mounts, os.path.join(sandbox.data_dir, "work", "tasks", "_"))
+        except SandboxRefused as e:
+            problems.append(str(e))
+    work_dir = cfg.get("work_dir")
+    if work_dir and not problems:
+        account = account_of(link, host.default_account) if host.default_account is not None else None
+        problems += _work_dir_problems(str(work_dir), mounts, sandbox, account)
+    if problems:
+        raise RequestProblem(400, "invalid task config", problems)
+
+
+def _work_dir_problems(work_dir: str, mounts: List[Mapping[str, Any]], sandbox: Any, account: Any) -> List[str]:
+    path, shown = os.path.normpath(work_dir), work_dir[:200]
+    where = ""  # the work_dir's host path when it is in a bind mount
+    if sandbox is not None:
+        for mount in reversed(mounts):  # the last mount over a path is the one the task sees
+            target = os.path.normpath(str(mount["container_path"]))
+            if _inside(path, target):
+                path = os.path.join(os.path.realpath(str(mount["host_path"])), os.path.relpath(path, target))
+                where = f" (its bind mount's host path {path[:200]})"
+                break
+        else:
+            real = os.path.realpath(path)
+            for hidden in [sandbox.data_dir, *sandbox.storage_roots, *sandbox.hidden]:
+                if _inside(real, hidden):
+                    return [f"work_dir: {shown} is in the master's data dir or a checkpoint storage root "
+                            f"({hidden}), which the sandbox hides from tasks; choose another directory (a task reads "
+                            "checkpoints through the master: det checkpoint download, the SDK)"]
+            private = next((p for p in SANDBOX_PRIVATE if _inside(path, p) or _inside(real, p)), None)
+            if private is not None:
+                return [f"work_dir: {shown} is under {private}, which the sandbox makes private to each task (empty "
+                        "when it starts, deleted when it ends); bind the directory in with bind_mounts (host_path: "
+                        f"{shown}, container_path: /mnt/work) and set work_dir: /mnt/work, or choose a directory "
+                        f"outside {private}"]
+    real = os.path.realpath(path)
+    if not os.path.isdir(real):
+        what = "is not a directory" if os.path.exists(real) else "does not exist"
+        if sandbox is None and any(_inside(path, os.path.normpath(str(m["container_path"]))) for m in mounts):
+            what += " (it is in a bind mount's container_path, but this master does not sandbox tasks: nothing is " \
+                    "mounted, use the host path)"
+        return [f"work_dir: {shown}{where} {what} on the master's machine, where the task runs; create it first "
+                "or choose another directory"]
+    if account is None:
+        if not os.access(real, os.X_OK):
+            return [f"work_dir: {shown}{where} cannot be entered by the master's OS account, which the task runs as; "
+                    "give it access (chmod) or choose another directory"]
+        return []
+    try:
+        blocked = _blocking_dir(real, account)
+    except OSError as e:  # changed while it was read
+        return [f"work_dir: {shown}{where} cannot be read on the master's machine ({e.strerror}); choose another "
+                "directory"]
+    if blocked is not None:
+        directory, st = blocked
+        return [f"work_dir: {shown}{where} cannot be entered by {account.name} (uid {account.uid}, gid {account.gid}), "
+                f"the OS account the task runs as: {directory} is mode {stat.S_IMODE(st.st_mode):04o}, owned by uid "
+                f"{st.st_uid} gid {st.st_gid}; give that account search permission there (chmod o+x, or its group), "
+                "or choose another directory"]
+    return []
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def _blocking_dir(path: str, account: Any) -> Optional[Tuple[str, os.stat_result]]:
+    """The first directory from / down to `path` that `account` may not enter (search permission), else None."""
+    if account.uid == 0:
+        return None
+    groups = {account.gid, *account.groups}
+    current = "/"
+    for part in ["", *path.strip("/").split("/")]:
+        current = os.path.join(current, part) if part else current
+        st = os.stat(current)
+        if st.st_uid == account.uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return current, st
+    return None

@@ -20,10 +20,11 @@ from determined.master.tasks import states
 TIMEOUT_S = 2.0
 
 
-def jupyter_command(python: str, *, port: int, base_url: str, token: str, root_dir: str,
-                    allow_root: bool = False) -> List[str]:
-    """JupyterLab's command line (`allow_root`: the task runs as root, a master without run-as accounts)."""
-    return [python, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+def jupyter_command(python: str, *, port: "int | str", base_url: str, token: str, root_dir: str,
+                    allow_root: bool = False, host: str = "127.0.0.1") -> List[str]:
+    """JupyterLab's command line (`allow_root`: the task runs as root, a master without run-as accounts; `host`:
+    the address it listens on, a Ray node's own IP for a task there)."""
+    return [python, "-m", "jupyterlab", "--no-browser", f"--ip={host}", f"--port={port}",
             "--port-retries=0", f"--ServerApp.base_url={base_url}", f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root_dir}", "--ServerApp.open_browser=False",
             "--ServerApp.terminado_settings={\"shell_command\": [\"/bin/bash\"]}",
@@ -31,8 +32,10 @@ def jupyter_command(python: str, *, port: int, base_url: str, token: str, root_d
             "--ServerApp.allow_remote_access=False"] + (["--allow-root"] if allow_root else [])
 
 
-def _get(port: int, path: str, token: Optional[str]) -> Optional[Any]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+def _get(port: int, path: str, token: Optional[str], host: str = "127.0.0.1") -> Optional[Any]:
+    request = urllib.request.Request(f"http://{host}:{port}{path}")
+    # Jupyter (allow_remote_access=False) answers only a loopback Host, also on a Ray node's IP (rm/ray_tasks.py)
+    request.add_header("Host", f"127.0.0.1:{port}")
     if token:
         request.add_header("Authorization", f"token {token}")
     try:
@@ -43,28 +46,28 @@ def _get(port: int, path: str, token: Optional[str]) -> Optional[Any]:
         return None
 
 
-def answers(port: int, base_url: str, token: Optional[str], task_type: str) -> bool:
-    """Whether the task's server answers yet."""
+def answers(port: int, base_url: str, token: Optional[str], task_type: str, host: str = "127.0.0.1") -> bool:
+    """Whether the task's server (at `host`:`port`) answers yet."""
     if not port:
         return False
     if task_type == states.SHELL:  # the SSH server accepts connections
         import socket
 
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S):
+            with socket.create_connection((host, port), timeout=TIMEOUT_S):
                 return True
         except OSError:
             return False
     if task_type == states.NOTEBOOK:
-        return _get(port, f"{base_url}api/status", token) is not None
-    return _get(port, f"{base_url.rstrip('/')}/data/environment", None) is not None
+        return _get(port, f"{base_url}api/status", token, host) is not None
+    return _get(port, f"{base_url.rstrip('/')}/data/environment", None, host) is not None
 
 
-def read_activity(port: int, base_url: str, token: str) -> Optional[Dict[str, Any]]:
+def read_activity(port: int, base_url: str, token: str, host: str = "127.0.0.1") -> Optional[Dict[str, Any]]:
     """The kernels, terminals and sessions of the notebook (None: it did not answer)."""
-    kernels = _get(port, f"{base_url}api/kernels", token)
-    terminals = _get(port, f"{base_url}api/terminals", token)
-    sessions = _get(port, f"{base_url}api/sessions", token)
+    kernels = _get(port, f"{base_url}api/kernels", token, host)
+    terminals = _get(port, f"{base_url}api/terminals", token, host)
+    sessions = _get(port, f"{base_url}api/sessions", token, host)
     if not isinstance(kernels, list) or not isinstance(sessions, list):
         return None
     return {"kernels": kernels, "terminals": terminals if isinstance(terminals, list) else [], "sessions": sessions}

@@ -113,9 +113,11 @@ def _template_config(s: Session, name: Any) -> Dict[str, Any]:
 
 
 def launch(s: Session, principal: auth.Principal, task_type: str, body: Dict[str, Any], *, total_slots: int,
-           default_pool: str, known_pools: Optional[List[str]]) -> Tuple[Task, List[str]]:
+           default_pool: str, known_pools: Optional[List[str]],
+           host: Optional[task_config.Host] = None) -> Tuple[Task, List[str]]:
     """Store a new QUEUED task from a launch body (`config`, `template_name`, `context`, `workspace_id`; a
-    TensorBoard's `experiment_ids`); its warnings (the notes on container fields)."""
+    TensorBoard's `experiment_ids`); its warnings (the notes on container fields). `host`: where tasks run, for
+    the checks of bind_mounts and work_dir on the machine (config.check_on_host)."""
     _not_trial(principal, "launch")
     if principal.user_id is None:
         raise RequestProblem(403, "only a logged-in user may launch interactive tasks")
@@ -133,6 +135,11 @@ def launch(s: Session, principal: auth.Principal, task_type: str, body: Dict[str
         experiment_ids = _tensorboard_experiments(s, body.get("experiment_ids"))
     checked = task_config.check(merged, task_type, total_slots=total_slots, default_pool=default_pool,
                                 known_pools=known_pools, has_context=context is not None, pet_name=pet_name())
+    if host is not None:
+        from determined.master.security.users import agent_user_group
+
+        owner = s.get(User, principal.user_id)
+        task_config.check_on_host(checked, host, agent_user_group(owner) if owner is not None else None)
     _place(s, principal, ws.id, merged, checked.raw)
     task = Task(id=str(uuid.uuid4()), task_type=task_type, state=states.QUEUED, description=checked.raw["description"],
                 owner_id=principal.user_id, owner=principal.username, workspace_id=ws.id, config=checked.raw,

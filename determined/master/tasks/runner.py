@@ -4,10 +4,14 @@ notebook's or TensorBoard's readiness and idleness, kills them, and records how 
 It lives beside the resource manager: the master's scheduler thread calls `tick()` before it schedules trials, so
 a queued task takes free slots first (tasks are never preempted, as in Determined), and the slots it holds are
 marked used in the local resource manager itself, so trials wait for them and never get the same slot ids.
-Processes start in the master's scheduler thread (they die with it, as trial processes do), in a run directory
-of their own, from the resource manager's environment allow-list; on a server with run-as accounts
-(`det master up --trial-user`, issue 33) a task runs as its owner's linked account, in a bubblewrap sandbox of its
-own (rm/sandbox.py, as a trial's, with every storage root empty) when the server can make one.
+Each task's process is started by a keeper of its own (tasks/keeper.py, `_start_process`), in a session of its own,
+which outlives the master: its output goes to log files that the runner tails into the task's logs from offsets it
+stores with the lines, and its exit code to a file. A master that stops kills its tasks; a master that died leaves
+them running, and the next one finds them again (`recover`): it holds their slots before any trial is scheduled and
+proxies to them again. A task runs in a run directory of its own, from the resource manager's environment
+allow-list; on a server with run-as accounts (`det master up --trial-user`, issue 33) a task runs as its owner's
+linked account, in a bubblewrap sandbox of its own (rm/sandbox.py, as a trial's, with every storage root empty) when
+the server can make one.
 """
 import dataclasses
 import datetime
@@ -16,20 +20,18 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from sqlalchemy import select
 
-from determined.common._process import die_with_parent
 from determined.master.db import User, utcnow
 from determined.master.db.models import Task
-from determined.master.rm.log_lines import DEFAULT_LINE_BYTES, capped_lines
+from determined.master.rm.log_lines import DEFAULT_LINE_BYTES
 from determined.master.rm.trial_env import inherited_environment, trial_environment
-from determined.master.tasks import notebook, records, states
+from determined.master.tasks import keeper, notebook, records, states
 
 logger = logging.getLogger("determined.master")
 
@@ -38,6 +40,7 @@ DEFAULT_POLL_S = 5.0  # how often a notebook's or TensorBoard's readiness and id
 TENSORBOARD_TIMEOUT_S = 300.0  # Determined's master `tensorboard_timeout`
 DEFAULT_TASK_LOG_BYTES = 256 * 2**20  # a task's logs when the master has no log limits
 ACTIVITY_STEP_S = 5.0  # a server task's stored last_activity follows its use to within this
+TAIL_CHUNK_BYTES = 4 * 2**20  # the most of one log file one tick stores
 ENTRY_SCRIPT = """\
 # The entrypoint of a task: its context's startup-hook.sh first (sourced, as Determined does), then the task.
 if [ -f ./startup-hook.sh ]; then
@@ -52,10 +55,10 @@ exec "$@"
 class TaskProcess:
     task_id: str
     task_type: str
-    popen: "subprocess.Popen[bytes]"
+    popen: keeper.KeeperHandle  # its keeper (Popen-like: pid, poll(), wait())
     slot_ids: List[int]
     run_dir: str
-    readers: List[threading.Thread]
+    offsets: Dict[str, int] = dataclasses.field(default_factory=dict)  # stored bytes of each stream's log file
     port: Optional[int] = None
     secret: Optional[str] = None
     idle_type: str = "kernels_or_terminals"
@@ -68,7 +71,7 @@ class TaskProcess:
     idle_reason: Optional[str] = None  # set when the runner kills it for idleness
     term_deadline: Optional[float] = None
     sandboxed: bool = False
-    token: str = ""  # the owner's token the task acts with: revoked when it ends
+    token_hash: str = ""  # the hash of the owner's token the task acts with: revoked when it ends
     stop: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 
@@ -83,8 +86,6 @@ class TaskRunner:
         self.tensorboard_timeout = TENSORBOARD_TIMEOUT_S
         self.poll_s = poll_s
         self._procs: Dict[str, TaskProcess] = {}
-        self._lines: List[Tuple[str, datetime.datetime, str, str]] = []
-        self._lines_lock = threading.Lock()
         self._own_used: set = set()  # slot ids held by tasks, for a resource manager without `_used`
         self.ticks = 0  # ticks run (tests wait for ticks, not for time)
 
@@ -96,12 +97,16 @@ class TaskRunner:
 
     def _free_slot_ids(self) -> List[int]:
         rm = self.master.rm
+        own_ids = getattr(rm, "free_slot_ids", None)
+        if callable(own_ids):  # the local resource manager: not held (tasks add theirs to it), not disabled
+            return list(own_ids())
         total = int(rm.total_slots or 0)
         used = self._rm_used()
         taken = used if used is not None else self._own_used
         free = [i for i in range(total) if i not in taken]
         if used is None:  # another resource manager: what it says is free, less what tasks hold
-            free = free[:max(0, rm.free_slots() - len(self._own_used))]
+            # (one that places tasks itself counts their slots in free_slots(): rm/ray.py)
+            free = free[:max(0, rm.free_slots() - (0 if getattr(rm, "counts_tasks", False) else len(self._own_used)))]
         return free
 
     def _hold(self, ids: List[int]) -> None:
@@ -121,14 +126,76 @@ class TaskRunner:
     # ------------------------------------------------------------ the tick
 
     def recover(self) -> int:
-        """At the master's start: tasks recorded as running have no process (it ended with the previous master);
-        record why. Queued tasks stay queued."""
+        """At the master's start, before any trial is scheduled: each task recorded as running whose keeper still
+        runs is followed again (its slots held, its logs tailed from the stored offsets, its server proxied, a
+        notebook's idleness read); one whose keeper is gone is recorded as ended, with why. Queued tasks stay
+        queued. Returns how many were recorded as ended."""
+        ended, adopted = 0, []
         with self.master.write(wake=False) as s:
-            left = list(s.scalars(select(Task).where(Task.state.in_(states.HOLDING))))
-            for task in left:
-                records.end(s, task, None, "the master stopped while the task ran, and its process ended with it; "
-                                           "start it again")
-        return len(left)
+            for task in s.scalars(select(Task).where(Task.state.in_(states.HOLDING))):
+                run_dir = task.run_dir or os.path.join(str(self.master.data_dir), "work", "tasks", task.id)
+                handle = keeper.KeeperHandle.adopt(task.pid, task.pid_start, _keeper_dir(run_dir))
+                proc = TaskProcess(task.id, task.task_type, handle or keeper.KeeperHandle(
+                    task.pid or 0, -1, _keeper_dir(run_dir)), list(task.slot_ids or []), run_dir,
+                    offsets=dict(task.log_offsets or {}), port=task.port, secret=task.service_secret,
+                    idle_type=str((task.config or {}).get("notebook_idle_type") or "kernels_or_terminals"),
+                    token_hash=task.token_hash or "")
+                if handle is None:
+                    self._tail(s, proc, final=True)
+                    self._end_gone(s, task, proc)
+                    ended += 1
+                    continue
+                proc.running_recorded = task.state == states.RUNNING
+                proc.recorded_activity = proc.active_at = task.last_activity
+                proc.idle_timeout = self._idle_timeout(task) if proc.running_recorded else None
+                self._procs[task.id] = proc
+                self._hold(proc.slot_ids)  # before the first trial is scheduled: no slot is given twice
+                records.add_log(s, task.id, records.MASTER_STREAM,
+                                f"found again by a restarted master (keeper pid {handle.pid}), on "
+                                f"{len(proc.slot_ids)} slot(s) {proc.slot_ids}")
+                adopted.append(proc)
+        for proc in adopted:
+            logger.info("task %s: found again (keeper pid %s)", proc.task_id, proc.popen.pid)
+            self._follow_process(proc)
+        self._stop_unrecorded()
+        return ended
+
+    def _stop_unrecorded(self) -> None:
+        """Keepers no task records (their master died between starting one and storing it; the task is still
+        QUEUED and starts again): ended with their tasks, their files removed."""
+        root = os.path.join(str(self.master.data_dir), "work", "tasks")
+        try:
+            names = [n for n in os.listdir(root) if n.endswith(".keeper")]
+        except OSError:
+            return
+        followed = {os.path.abspath(p.popen.dir) for p in self._procs.values()}
+        for name in names:
+            path = os.path.abspath(os.path.join(root, name))
+            if path not in followed and keeper.stop_unrecorded(path):
+                logger.warning("task %s: a keeper no task records was running; it was stopped",
+                               name[:-len(".keeper")])
+
+    def _end_gone(self, s: Any, task: Task, proc: TaskProcess) -> None:
+        """A task whose keeper ended while no master ran: its exit file says how, else the keeper was killed."""
+        found = keeper.read_exit(proc.popen.dir) or {}
+        code = found.get("exit_code") if isinstance(found.get("exit_code"), int) else None
+        if not found:
+            keeper.kill_leftovers(proc.popen.dir, task.id)
+        if task.kill_requested:
+            reason = task.end_reason or "killed"
+        elif code is None:
+            reason = ("the task's keeper process ended while the master was down (killed, or the machine "
+                      "restarted), and the task with it; start it again")
+        elif code == 0:
+            reason = "the task's process exited successfully while the master was down"
+        else:
+            reason = (f"the task's process failed with exit code {code} while the master was down" if code > 0 else
+                      f"the task's process was ended by signal {-code} while the master was down")
+        self._note_dropped(s, task.id, found)
+        _revoke(s, proc)
+        records.end(s, task, code, reason)
+        self._clean(proc)
+        logger.info("task %s ended while the master was down: %s", task.id, reason)
 
     def tick(self) -> None:
         """One step, from the master's scheduler thread: logs, ends, kills, readiness and idleness, starts."""
@@ -140,28 +207,69 @@ class TaskRunner:
         self._flush_logs()
 
     def _flush_logs(self) -> None:
-        with self._lines_lock:
-            lines, self._lines = self._lines, []
-        if lines:
-            with self.master.write(wake=False) as s:
+        """Store the lines the keepers wrote since the last look, with the new offsets, in one transaction: a
+        master that dies between two looks neither loses nor repeats a line."""
+        grown = [p for p in self._procs.values() if any(
+            _size(keeper.log_path(p.popen.dir, stream)) > p.offsets.get(stream, 0) for stream in keeper.STREAMS)]
+        if not grown:
+            return
+        with self.master.write(wake=False) as s:
+            for proc in grown:
+                self._tail(s, proc)
+
+    def _tail(self, s: Any, proc: TaskProcess, final: bool = False) -> None:
+        """Add the complete lines of the task's log files past its offsets (all that is left when `final`), and
+        store the offsets in the same transaction."""
+        offsets = dict(proc.offsets)
+        for stream in keeper.STREAMS:
+            offset = int(proc.offsets.get(stream, 0))
+            while True:
+                try:
+                    with open(keeper.log_path(proc.popen.dir, stream), "rb") as f:
+                        f.seek(offset)
+                        chunk = f.read(TAIL_CHUNK_BYTES)
+                except OSError:
+                    break
+                end = len(chunk) if final and len(chunk) < TAIL_CHUNK_BYTES else chunk.rfind(b"\n") + 1
+                if end <= 0:
+                    break
+                lines = []
+                for raw in chunk[:end].split(b"\n"):
+                    if not raw:
+                        continue
+                    stamp, _, text = raw.decode("utf-8", errors="replace").partition(" ")
+                    try:
+                        at = datetime.datetime.fromtimestamp(float(stamp), datetime.timezone.utc).replace(tzinfo=None)
+                    except (ValueError, OverflowError):
+                        at, text = utcnow(), f"{stamp} {text}"
+                    lines.append((proc.task_id, at, stream, text))
                 records.add_logs(s, lines)
+                offset += end
+                offsets[stream] = offset
+                if not final:
+                    break  # the rest at the next tick: one tick stores a bounded amount
+        if offsets != proc.offsets:
+            task = s.get(Task, proc.task_id)
+            if task is not None:
+                task.log_offsets = offsets
+            proc.offsets = offsets
 
     def _record_exits(self) -> None:
         ended = [(tid, p) for tid, p in list(self._procs.items()) if p.popen.poll() is not None]
         if not ended:
             return
-        for _, proc in ended:
-            for reader in proc.readers:
-                reader.join(timeout=2.0)
-        self._flush_logs()
         with self.master.write(wake=False) as s:
             for task_id, proc in ended:
-                code = proc.popen.returncode
+                self._tail(s, proc, final=True)
+                found = keeper.read_exit(proc.popen.dir) or {}
+                code = found.get("exit_code") if isinstance(found.get("exit_code"), int) else None
+                if not found:
+                    keeper.kill_leftovers(proc.popen.dir, task_id)
                 proc.stop.set()
-                self._kill_group(proc, signal.SIGKILL)  # leftovers it started in its session
                 del self._procs[task_id]
                 self._release(proc.slot_ids)
-                shutil.rmtree(proc.run_dir, ignore_errors=True)
+                self._note_dropped(s, task_id, found)
+                self._clean(proc)
                 _revoke(s, proc)
                 task = s.get(Task, task_id)
                 if task is None:
@@ -170,6 +278,10 @@ class TaskRunner:
                     reason = proc.idle_reason
                 elif task.kill_requested:
                     reason = task.end_reason or "killed"
+                elif found.get("reason"):  # a Ray task's node died (rm/ray_tasks.py)
+                    reason = str(found["reason"])
+                elif code is None:
+                    reason = "the task's keeper process was killed, and the task with it"
                 elif code == 0:
                     reason = "the task's process exited successfully"
                 else:
@@ -177,6 +289,21 @@ class TaskRunner:
                         f"the task's process was ended by signal {-code}"
                 records.end(s, task, code, reason)
                 logger.info("task %s ended: %s (exit code %s)", task_id, reason, code)
+
+    def _note_dropped(self, s: Any, task_id: str, found: Dict[str, Any]) -> None:
+        """The master's line on what the keeper read past the log budget and did not keep."""
+        dropped = found.get("dropped") if isinstance(found.get("dropped"), dict) else {}
+        budget = self._log_budget() // 2
+        for stream in keeper.STREAMS:
+            count = dropped.get(stream)
+            if isinstance(count, int) and count > 0:
+                records.add_log(s, task_id, records.MASTER_STREAM,
+                                f"{count} later line(s) of {stream} were not kept: the task's logs are limited to "
+                                f"{budget} bytes per stream (trial_log_max_bytes / 2)")
+
+    def _clean(self, proc: TaskProcess) -> None:
+        shutil.rmtree(proc.run_dir, ignore_errors=True)
+        shutil.rmtree(proc.popen.dir, ignore_errors=True)
 
     def _follow(self) -> None:
         """Kill what was asked to end, move started servers to RUNNING, kill idle notebooks and TensorBoards."""
@@ -267,6 +394,9 @@ class TaskRunner:
                                              t.registered_time, t.id))
         zero_room = max(1, int(self.master.rm.total_slots or 0)) * 4 - sum(
             1 for p in self._procs.values() if not p.slot_ids)
+        agent = getattr(self.master.rm, "agent", None)
+        if agent is not None and not getattr(agent, "enabled", True):
+            zero_room = 0  # a disabled local agent (`det agent disable`) starts no task, CPU-only ones included
         for task in queued:
             free = self._free_slot_ids()
             if task.slots > len(free) or (task.slots == 0 and zero_room <= 0):
@@ -293,14 +423,23 @@ class TaskRunner:
             task.state = states.RUNNING if task.task_type == states.COMMAND else states.STARTING
             task.start_time = utcnow()
             task.slot_ids = slot_ids
-            task.pid = proc.popen.pid
+            task.pid, task.pid_start = proc.popen.pid, proc.popen.started
+            task.run_dir = proc.run_dir
+            task.log_offsets = {}
+            task.token_hash = proc.token_hash or None
             task.port = proc.port
             task.host = "127.0.0.1" if proc.port else None
             records.add_log(s, task_id, records.MASTER_STREAM,
-                            f"started (pid {proc.popen.pid}) on {len(slot_ids)} slot(s) {slot_ids}")
-            if task.task_type != states.COMMAND:
-                threading.Thread(target=self._watch_server, args=(proc,), name=f"task-{task_id[:8]}-watch",
-                                 daemon=True).start()
+                            f"started (pid {proc.popen.pid}, its keeper) on {len(slot_ids)} slot(s) {slot_ids}")
+        self._follow_process(proc)
+
+    def _follow_process(self, proc: TaskProcess) -> None:
+        """Threads that wake the master when the task's keeper ends and read a server's readiness and idleness."""
+        threading.Thread(target=self._wait, args=(proc.popen,), name=f"task-{proc.task_id[:8]}-wait",
+                         daemon=True).start()
+        if proc.task_type != states.COMMAND:
+            threading.Thread(target=self._watch_server, args=(proc,), name=f"task-{proc.task_id[:8]}-watch",
+                             daemon=True).start()
 
     def _spawn(self, s: Any, task: Task, slot_ids: List[int]) -> TaskProcess:
         from determined.master.security import auth
@@ -337,6 +476,16 @@ class TaskRunner:
             "DET_SLOT_IDS": "[" + ",".join(map(str, slot_ids)) + "]",
             "CUDA_VISIBLE_DEVICES": ",".join(gpus[i] for i in slot_ids if i < len(gpus)),
         })
+        from determined.master.tasks import remote
+
+        if remote.runs_on_ray(rm, task.task_type):  # placed on a node of the Ray cluster, started there
+            handle = remote.launch(rm, task, env, entry_script=ENTRY_SCRIPT, master_url=str(self.master.url or ""),
+                                   account_link=_link(owner), keeper_dir=_keeper_dir(run_dir),
+                                   line_bytes=getattr(rm, "line_bytes", DEFAULT_LINE_BYTES),
+                                   budget=self._log_budget() // 2)
+            return TaskProcess(task.id, task.task_type, handle, list(slot_ids), run_dir, secret=task.service_secret,
+                               idle_type=str(task.config.get("notebook_idle_type") or "kernels_or_terminals"),
+                               sandboxed=account is not None, token_hash=auth.hash_token(token) if token else "")
         port: Optional[int] = None
         if task.task_type == states.COMMAND:
             program = list(task.config.get("entrypoint") or [])
@@ -378,21 +527,30 @@ class TaskRunner:
                 from determined.master.rm.sandbox import RunRequest
 
                 command = sandbox.argv(command, run_dir=run_dir, home=env.get("HOME", ""), account=account,
-                                       request=RunRequest(account=_link(owner)), cwd=work_dir)
+                                       request=RunRequest(account=_link(owner),
+                                                          bind_mounts=tuple(task.config.get("bind_mounts") or ())),
+                                       cwd=work_dir)  # bind_mounts: as a trial's (checked at submit)
                 popen_kwargs = {"umask": 0o022}  # bwrap starts as root; setpriv inside takes the account
             else:
                 popen_kwargs = {**account.popen_kwargs(), "umask": 0o077}
-        popen = subprocess.Popen(command, cwd=work_dir if task.config.get("work_dir") else run_dir, env=env,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 start_new_session=True, preexec_fn=die_with_parent, **popen_kwargs)
-        line_bytes = getattr(rm, "line_bytes", DEFAULT_LINE_BYTES)
-        readers = [self._reader(task.id, "stdout", popen.stdout, line_bytes),
-                   self._reader(task.id, "stderr", popen.stderr, line_bytes)]
-        threading.Thread(target=self._wait, args=(popen,), name=f"task-{task.id[:8]}-wait", daemon=True).start()
-        return TaskProcess(task.id, task.task_type, popen, list(slot_ids), run_dir, readers, port=port,
+        spec = {"argv": command, "env": env, "dir": _keeper_dir(run_dir),
+                "cwd": work_dir if task.config.get("work_dir") and sandbox is None else run_dir,
+                "user": popen_kwargs.get("user"), "group": popen_kwargs.get("group"),
+                "extra_groups": popen_kwargs.get("extra_groups"), "umask": popen_kwargs.get("umask"),
+                "line_bytes": getattr(rm, "line_bytes", DEFAULT_LINE_BYTES), "budget": self._log_budget() // 2}
+        handle = self._start_process(spec)
+        return TaskProcess(task.id, task.task_type, handle, list(slot_ids), run_dir, port=port,
                            secret=task.service_secret, idle_type=str(task.config.get("notebook_idle_type")
                                                                       or "kernels_or_terminals"),
-                           sandboxed=sandbox is not None, token=token)
+                           sandboxed=sandbox is not None, token_hash=auth.hash_token(token) if token else "")
+
+    def _start_process(self, spec: Dict[str, Any]) -> keeper.KeeperHandle:
+        """Start the task's keeper (tasks/keeper.py) with `spec`: the task's command (`argv`, already wrapped in its
+        sandbox), `env`, `cwd`, account, and where its log and exit files go (`dir`). Raises with the reason when
+        the command cannot start. Another place to run tasks returns a handle with the same face as
+        keeper.KeeperHandle: `pid`, `started`, `dir` (the log and exit files), `poll()`, `wait(timeout) -> bool`,
+        `signal(SIGTERM | SIGKILL)`, `kill_keeper()`."""
+        return keeper.start(spec)
 
     def _account(self, owner: Optional[User]) -> Tuple[Any, Any]:
         """The OS account the owner's tasks run as and the sandbox, on a server with run-as accounts; else None."""
@@ -413,8 +571,8 @@ class TaskRunner:
             return inherited_environment(os.environ)
         return trial_environment(os.environ)
 
-    def _wait(self, popen: "subprocess.Popen[bytes]") -> None:
-        popen.wait()
+    def _wait(self, handle: keeper.KeeperHandle) -> None:
+        handle.wait()
         self.master.wake()
 
     def _log_budget(self) -> int:
@@ -423,42 +581,21 @@ class TaskRunner:
         limits = getattr(writer, "limits", None)
         return int(getattr(limits, "trial_bytes", DEFAULT_TASK_LOG_BYTES) or DEFAULT_TASK_LOG_BYTES)
 
-    def _reader(self, task_id: str, stream: str, pipe: Optional[IO[bytes]], line_bytes: int) -> threading.Thread:
-        budget = self._log_budget() // 2  # each of stdout and stderr
-        def read() -> None:
-            assert pipe is not None
-            kept, dropped = 0, 0
-            for line in capped_lines(pipe, line_bytes):
-                kept += len(line)
-                if kept > budget:  # the rest is read (the task must not block on a full pipe) but not stored
-                    dropped += 1
-                    continue
-                with self._lines_lock:
-                    self._lines.append((task_id, utcnow(), stream, line))
-            if dropped:
-                with self._lines_lock:
-                    self._lines.append((task_id, utcnow(), records.MASTER_STREAM,
-                                        f"{dropped} later line(s) of {stream} were not kept: the task's logs are "
-                                        f"limited to {budget} bytes per stream (trial_log_max_bytes / 2)"))
-            pipe.close()
-
-        thread = threading.Thread(target=read, name=f"task-{task_id[:8]}-{stream}", daemon=True)
-        thread.start()
-        return thread
-
     def _watch_server(self, proc: TaskProcess) -> None:
         """Reads the server's readiness, then (notebooks) its idleness from Jupyter's own API, every `poll_s`."""
         previous: Optional[Any] = None
         while not proc.stop.is_set() and proc.popen.poll() is None:
             if not proc.ready:
-                if notebook.answers(proc.port or 0, f"/proxy/{proc.task_id}/", proc.secret, proc.task_type):
+                port, host = _address(proc)
+                if notebook.answers(port, f"/proxy/{proc.task_id}/", proc.secret, proc.task_type, host):
                     proc.ready = True
                     proc.active_at = utcnow()
                     self.master.wake()
                 proc.stop.wait(min(self.poll_s, 0.2))
                 continue
             if proc.task_type == states.NOTEBOOK:
-                state = notebook.read_activity(proc.port or 0, f"/proxy/{proc.task_id}/", proc.secret or "")
+                port, host = _address(proc)
+                state = notebook.read_activity(port, f"/proxy/{proc.task_id}/", proc.secret or "", host)
                 if state is not None:
                     busy, marker = notebook.in_use(state, proc.idle_type, previous)
                     previous = marker
@@ -478,53 +615,81 @@ class TaskRunner:
         if proc is not None and proc.task_type == states.TENSORBOARD:
             proc.active_at = utcnow()
 
-    def endpoint(self, task_id: str) -> Optional[Tuple[int, Optional[str], str]]:
-        """(port, secret, task type) of a running server task of this master, or None."""
+    def endpoint(self, task_id: str) -> Optional[Tuple[int, Optional[str], str, str]]:
+        """(port, secret, task type, host) of a running server task of this master, or None. `host`: 127.0.0.1,
+        or the IP of the Ray node it runs on."""
         proc = self._procs.get(task_id)
-        if proc is None or not proc.port or proc.popen.poll() is not None:
+        if proc is None or proc.popen.poll() is not None:
             return None
-        return proc.port, proc.secret, proc.task_type
+        port, host = _address(proc)
+        if not port:
+            return None
+        return port, proc.secret, proc.task_type, host
 
     # ------------------------------------------------------------ stopping
 
     def _kill_group(self, proc: TaskProcess, signum: int) -> None:
-        try:
-            os.killpg(proc.popen.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """SIGTERM or SIGKILL to the task's process group, through its keeper."""
+        proc.popen.signal(signum)
 
     def stop_all(self) -> None:
-        """The master stops: kill every task and record why it ended."""
+        """The master stops (gracefully): kill every task and record why it ended."""
         for proc in self._procs.values():
             proc.stop.set()
             self._kill_group(proc, signal.SIGKILL)
         for proc in self._procs.values():
-            try:
-                proc.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-            for reader in proc.readers:
-                reader.join(timeout=2.0)
-        self._flush_logs()
+            if not proc.popen.wait(timeout=10):  # a keeper that does not answer: its task dies with it
+                proc.popen.kill_keeper()
+                proc.popen.wait(timeout=5)
         if not self._procs:
             return
         with self.master.write(wake=False) as s:
             for task_id, proc in self._procs.items():
+                self._tail(s, proc, final=True)
+                found = keeper.read_exit(proc.popen.dir) or {}
+                if not found:
+                    keeper.kill_leftovers(proc.popen.dir, task_id)
+                self._note_dropped(s, task_id, found)
                 _revoke(s, proc)
                 task = s.get(Task, task_id)
                 if task is not None and task.state != states.TERMINATED:
-                    records.end(s, task, proc.popen.returncode, "the master stopped, and the task with it")
+                    code = found.get("exit_code") if isinstance(found.get("exit_code"), int) else None
+                    records.end(s, task, code, "the master stopped, and the task with it")
                 self._release(proc.slot_ids)
-                shutil.rmtree(proc.run_dir, ignore_errors=True)
+                self._clean(proc)
         self._procs.clear()
 
 
 def _revoke(s: Any, proc: TaskProcess) -> None:
     """The task's token opens nothing once the task ended."""
-    if proc.token:
-        from determined.master.security import auth
+    if proc.token_hash:
+        from determined.master.db.models import AuthToken
 
-        auth.revoke_token(s, proc.token)
+        row = s.scalars(select(AuthToken).where(AuthToken.token_hash == proc.token_hash)).first()
+        if row is not None:
+            row.revoked = True
+
+
+def _address(proc: TaskProcess) -> Tuple[int, str]:
+    """(port, host) where the task's server listens: on a Ray node, what its node said (rm/ray_tasks.py); else
+    this machine's loopback."""
+    where = getattr(proc.popen, "address", None)
+    if callable(where):
+        found = where()
+        return (int(found[1]), str(found[0])) if found else (0, "")
+    return proc.port or 0, "127.0.0.1"
+
+
+def _keeper_dir(run_dir: str) -> str:
+    """The keeper's files (its log and exit files): beside the run directory, the master's only, never the task's."""
+    return run_dir.rstrip("/") + ".keeper"
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _link(owner: Optional[User]) -> Optional[Dict[str, Any]]:

@@ -144,14 +144,14 @@ def _sftp_class() -> Any:
     return TaskSFTPServer
 
 
-async def serve(port: int, host_key: str, authorized_key: str) -> None:
+async def serve(port: int, host_key: str, authorized_key: str, host: str = "127.0.0.1") -> None:
     import asyncssh
 
     server = await asyncssh.create_server(
-        _server_class(), "127.0.0.1", port, server_host_keys=[host_key], authorized_client_keys=authorized_key,
+        _server_class(), host, port, server_host_keys=[host_key], authorized_client_keys=authorized_key,
         process_factory=_session, encoding=None, allow_scp=True, sftp_factory=_sftp_class(), agent_forwarding=False,
         x11_forwarding=False)
-    print(f"SSH server listening on 127.0.0.1:{port}", flush=True)
+    print(f"SSH server listening on {host}:{port}", flush=True)
     async with server:
         await server.wait_closed()
 
@@ -161,9 +161,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host-key", required=True)
     parser.add_argument("--authorized-key", required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (a Ray node's own IP: the "
+                        "master's proxy reaches it there)")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.port, args.host_key, args.authorized_key))
+        asyncio.run(serve(args.port, args.host_key, args.authorized_key, args.host))
     except KeyboardInterrupt:
         sys.exit(130)
 

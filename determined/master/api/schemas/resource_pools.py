@@ -1,5 +1,6 @@
 """GET /resource-pools, GET /agents, GET /agents/{id}/slots: the pools, the machines and the slots (Determined
-0.38's `resourcepoolv1.ResourcePool` and `agentv1.Agent`/`Slot`, with the master's snake_case names); the
+0.38's `resourcepoolv1.ResourcePool` and `agentv1.Agent`/`Slot`, with the master's snake_case names); enabling and
+disabling an agent or a slot (POST /agents/{id}/enable|disable, /agents/{id}/slots/{slot_id}/enable|disable); the
 workspace bindings of a pool (/resource-pools/{name}/workspace-bindings)."""
 from typing import Annotated, List, Optional
 
@@ -78,6 +79,19 @@ class AgentAnswer(Wire):
     agent: Agent
 
 
+class SlotToggleBody(StrictWire):
+    """POST /agents/{agent_id}/slots/{slot_id}/enable and /disable (Determined's body: `agentId`, `slotId`,
+    `drain`)."""
+
+    agent_id: Optional[str] = Field(None, max_length=256, description="the agent; when given it must be the path's")
+    slot_id: Optional[int] = Field(None, ge=0, le=1_000_000, description="the slot; when given it must be the path's")
+    drain: bool = Field(False, description="disable only: shown as draining; the run holding it goes on either way")
+
+
+class SlotAnswer(Wire):
+    slot: Slot
+
+
 class WorkspaceBindingsBody(StrictWire):
     """POST (add), DELETE (remove), PUT (replace) /resource-pools/{resource_pool_name}/workspace-bindings: the
     workspaces, by id and/or by name (Determined 0.23.4+'s body)."""
@@ -102,4 +116,4 @@ class PoolBindings(Wire):
 
 
 __all__ = ["Agent", "AgentAnswer", "AgentList", "AgentToggleBody", "BoundWorkspace", "PoolBindings", "PoolStats", "ResourcePool", "ResourcePoolList",
-           "Slot", "SlotList", "WorkspaceBindingsBody"]
+           "Slot", "SlotAnswer", "SlotList", "SlotToggleBody", "WorkspaceBindingsBody"]

@@ -1,6 +1,6 @@
 // Bulk actions on the experiments list: tick experiments (the checkbox column: window.detBulkSelect, which
 // experiments.js hands to its table), then archive / unarchive / kill / move to a project / add or remove labels /
-// delete / compare. Each action calls the CLI's route once per experiment (there is no bulk route: the master checks
+// delete / compare / open one TensorBoard for them all. Each action calls the CLI's route once per experiment (there is no bulk route: the master checks
 // each experiment on its own, as `det experiment archive` does), and every experiment's result is listed: done, or
 // the master's refusal in its words.
 "use strict";
@@ -113,6 +113,12 @@
     el("span", { class: "bulk-group" }, projectSelect, button("bulk-move", "Move", move)),
     el("span", { class: "bulk-group" }, button("bulk-compare", "Compare", () => {
       location.href = "/compare?experiments=" + Array.from(selected.keys()).sort((a, b) => a - b).join(",");
+    }),
+    // One TensorBoard for every selected experiment (tensorboard.js: a running one of exactly them, else a new one).
+    button("bulk-tensorboard", "TensorBoard", () => {
+      detTensorBoard.open(Array.from(selected.keys()), (text, kind) => {
+        results.replaceChildren(el("li", { id: "bulk-tensorboard-status", class: kind === "error" ? "refused" : (kind === "done" ? "ok" : "muted") }, text));
+      }).catch(() => {});
     })));
   bar.after(results);
   update();

@@ -104,6 +104,17 @@
   document.getElementById("btn-pause").addEventListener("click", () => control("pause"));
   document.getElementById("btn-activate").addEventListener("click", () => control("activate"));
   document.getElementById("btn-kill").addEventListener("click", () => control("kill"));
+  // Open TensorBoard: a running one of this experiment, else a new one (tensorboard.js); where it stands below the title.
+  const tbButton = document.getElementById("btn-tensorboard");
+  const tbStatus = document.getElementById("tb-status");
+  tbButton.addEventListener("click", () => {
+    tbButton.disabled = true;
+    detTensorBoard.open([id], (text, kind) => {
+      tbStatus.textContent = text;
+      tbStatus.classList.remove("hidden");
+      tbStatus.classList.toggle("error", kind === "error");
+    }).catch(() => {}).finally(() => { tbButton.disabled = false; });
+  });
 
   // ---- learning curves and compare
 
