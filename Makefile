@@ -31,7 +31,8 @@ demo: $(STAMP_RUN)
 	$(BIN)/det experiment create examples/digits_pytorch/random.yaml examples/digits_pytorch
 
 # Test workers (pytest-xdist); a module's tests stay on one worker, so its module-scoped servers are started once.
-TEST_WORKERS ?= 2
+# Three on 2 cores: the tests wait on subprocesses much of the time (SQLite stage 10:58 with 3, 12:10 with 2).
+TEST_WORKERS ?= 3
 XDIST := -n $(TEST_WORKERS) --dist loadscope
 
 ## test: the layers' import contracts (pyproject.toml), the whole suite on SQLite, then the master, client SDK,
