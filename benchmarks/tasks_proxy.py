@@ -154,6 +154,17 @@ def main() -> None:
             subprocess.run(["scp", *opts, str(data), target], check=True, capture_output=True)
             return time.perf_counter() - start
 
+        def ssh_true(opts: List[str], target: str) -> float:
+            start = time.perf_counter()
+            subprocess.run(["ssh", *opts, target, "true"], check=True, capture_output=True)
+            return time.perf_counter() - start
+
+        connects: Dict[str, List[float]] = {"straight": [], "proxied": []}
+        for _ in range(5):
+            connects["straight"].append(ssh_true(["-p", str(shell_port), *direct_options], "admin@127.0.0.1"))
+            connects["proxied"].append(ssh_true(options, ssh[-1]))
+        print(f"ssh HOST true (median of 5 each, alternated, load {load()}): straight "
+              f"{p50(connects['straight']):.3f} s, through the master {p50(connects['proxied']):.3f} s")
         straights, proxieds = [], []
         for _ in range(args.rounds):
             straights.append(scp(["-P", str(shell_port), *direct_options], f"admin@127.0.0.1:{root}/direct.bin"))

@@ -22,6 +22,7 @@ import urllib.parse
 from typing import Any, BinaryIO, List, Optional, Tuple
 
 READ_SIZE = 1 << 18  # one frame at most: what ssh has written to our stdin
+PIPE_BYTES = 1 << 20
 MAX_FRAME = 64 * 2**20
 MAX_HEAD = 64 * 1024
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -195,6 +196,17 @@ def _open(master: str, path: str, token: str) -> Tuple[socket.socket, BinaryIO]:
     return sock, reader  # type: ignore[return-value]
 
 
+def _widen_pipe(fd: int) -> None:
+    """ssh's pipe to us (or ours to it) holds up to PIPE_BYTES (Linux; 64 KiB by default): a busy machine then
+    moves a copy in fewer, larger frames."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):  # not a pipe, not Linux, or over the system's pipe-max-size
+        pass
+
+
 def _mask() -> Any:
     try:
         from websockets.speedups import apply_mask
@@ -208,6 +220,7 @@ class _Stream:
 
     def __init__(self, sock: socket.socket, reader: BinaryIO) -> None:
         self.sock, self.reader = sock, reader
+        self.tls = not type(sock) is socket.socket  # an SSL socket: no sendmsg
         self.lock = threading.Lock()
         self.apply_mask = _mask()
         self.closed = False
@@ -221,11 +234,18 @@ class _Stream:
         else:
             head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
         key = os.urandom(4)
+        masked = self.apply_mask(data, key)
         with self.lock:
-            self.sock.sendall(head + key + self.apply_mask(data, key))
+            if self.tls:
+                self.sock.sendall(head + key + masked)
+                return
+            sent = self.sock.sendmsg([head + key, masked])  # no copy of the payload into one buffer
+            if sent < len(head) + 4 + len(masked):
+                self.sock.sendall((head + key + masked)[sent:])
 
     def upstream(self) -> None:
         fd = sys.stdin.buffer.fileno()
+        _widen_pipe(fd)
         try:
             while True:
                 data = os.read(fd, READ_SIZE)
@@ -249,6 +269,7 @@ class _Stream:
     def relay(self) -> int:
         threading.Thread(target=self.upstream, daemon=True).start()
         out = sys.stdout.buffer.fileno()
+        _widen_pipe(out)
         read = self.reader.read
         try:
             while True:

@@ -91,6 +91,8 @@ def create_app(
                        trial_note=lambda trial_id, text: _trial_note(master, trial_id, text))
     app.add_middleware(auth.AuthMiddleware, resolver=auth.TrialPrincipalCache(lambda token: _resolve(master, token)))
     app.add_middleware(proxy.TaskProxyMiddleware)  # /proxy/<task id>/: its own checks (api/proxy.py)
+    app.state.proxy_gate = proxy.Gate(app)  # shared with the fast lane of plain proxied requests (api/proxy_lane.py)
+    app.state.allowed_hosts = None if allowed_hosts is None else frozenset(allowed_hosts)
     if allowed_hosts is not None:
         app.add_middleware(web_security.HostAllowListMiddleware, hosts=list(allowed_hosts))
     app.add_middleware(web_security.SecurityHeadersMiddleware)

@@ -348,6 +348,7 @@ def start(
     """
     import uvicorn
 
+    from determined.master.api import proxy_lane
     from determined.master.app import create_app
     from determined.master.security import connection_limits, web_security
 
@@ -365,8 +366,10 @@ def start(
                          trial_user=trial_user, log_limits=log_limits, storage_endpoints=storage_endpoints,
                          resource_pools=resource_pools)
         master: "Master" = app.state.master
+        options = connection_limits.server_options()  # capped connections, also per address
+        options["http"] = proxy_lane.front_protocol(options["http"], connection_limits.caps())  # plain proxied requests
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5,
-                                **connection_limits.server_options())  # capped connections, also per address
+                                **options)
         server = _server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="determined-master-http",
                                   daemon=True)

@@ -45,6 +45,17 @@ _WS_DROP = _HOP | {b"sec-websocket-key", b"sec-websocket-version", b"sec-websock
                    b"sec-websocket-protocol", b"origin", b"authorization", b"cookie"}
 
 
+def endpoint_parts(endpoint: Tuple[Any, ...]) -> Tuple[int, Optional[str], str, str]:
+    """(port, secret, task type, host) of a running task's endpoint (tasks/runner.py; host: a Ray node's IP, else
+    this machine)."""
+    port, secret, task_type, host = (*endpoint, "127.0.0.1")[:4]
+    return port, secret, task_type, host
+
+
+def shell_over_http(task_id: str) -> str:
+    return (f"task {task_id} is a shell: its SSH stream is a WebSocket; connect with `det shell open {task_id}`")
+
+
 def _split(path: str) -> Tuple[str, str]:
     """(task id, the rest of the path after /proxy/<id>) of a proxy path."""
     rest = path[len(PREFIX):]
@@ -60,95 +71,60 @@ async def _answer(send: Any, status: int, text: str, headers: Optional[List[Tupl
     await send({"type": "http.response.body", "body": body})
 
 
-class TaskProxyMiddleware:
+Decision = Tuple[int, str, Optional[str], Optional[Tuple[Any, ...]]]
+
+
+class Gate:
+    """Steps 1-3 for one app: who sends a request to a task, whether they may, and where the task listens. Shared
+    by the ASGI middleware below and the fast lane of plain requests (api/proxy_lane.py), so that both keep one
+    cache of decisions."""
+
     def __init__(self, app: Any) -> None:
         self.app = app
-        self._relay = proxy_relay.Relay()
-        self._remote_relays: Dict[str, proxy_relay.Relay] = {}  # a task on a Ray node: its node's IP -> relay
         # (credential, task) -> (until, decision): a page of JupyterLab sends dozens of requests at once, each
         # would read the database; a decision to let one through is kept ALLOWED_TTL_S (a revoked token or a
         # deactivated user is refused at most that much later). Refusals are never kept.
-        self._allowed: Dict[str, Tuple[float, Any]] = {}
+        self._allowed: Dict[str, Tuple[float, Decision]] = {}
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] not in ("http", "websocket") or not scope["path"].startswith(PREFIX):
-            await self.app(scope, receive, send)
+    @property
+    def master(self) -> Any:
+        return self.app.state.master
+
+    def cached(self, key: Optional[str], task_id: str) -> Optional[Decision]:
+        """A decision to let this credential through to the task, still fresh, while the task still runs."""
+        if key is None:
+            return None
+        kept = self._allowed.get(key)
+        if kept is None or kept[0] < time.monotonic():
+            return None
+        runner = getattr(self.master, "tasks", None)
+        if runner is None or runner.endpoint(task_id) is None:  # it ended meanwhile: decide again
+            return None
+        return kept[1]
+
+    def remember(self, key: Optional[str], decision: Decision) -> None:
+        if key is None or decision[0] != 200:
             return
-        task_id, rest = _split(scope["path"])
-        websocket = scope["type"] == "websocket"
-        if not _TASK_ID.match(task_id):
-            await self._refuse(scope, receive, send, 404, "no such task: /proxy/<task id>/ (see `det task list`)")
-            return
-        if not rest and not websocket:  # /proxy/<id> -> /proxy/<id>/ (a path of ours only: no open redirect)
-            await _answer(send, 307, "", [(b"location", f"{PREFIX}{task_id}/".encode())])
-            return
-        headers = scope.get("headers") or []  # names in lower case (ASGI)
-        raw_query = scope.get("query_string", b"")
-        query = urllib.parse.parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True) \
-            if b"det_open" in raw_query else []
-        code = next((v for k, v in query if k == "det_open"), None)
-        master = scope["app"].state.master if "app" in scope else None
-        if master is None:
-            await self.app(scope, receive, send)
-            return
-        app = scope["app"]
+        if len(self._allowed) > MAX_CACHED:
+            self._allowed.clear()
+        self._allowed[key] = (time.monotonic() + ALLOWED_TTL_S, decision)
+
+    async def check(self, task_id: str, headers: List[Tuple[bytes, bytes]], code: Optional[str]) -> Decision:
         key = _credential_key(headers, task_id) if code is None else None
-        decided = self._allowed.get(key) if key is not None else None
-        if decided is None or decided[0] < time.monotonic():
-            decided = None
-            result = await anyio.to_thread.run_sync(self._decide, app, master, task_id, headers, code)
-            if key is not None and result[0] == 200:
-                if len(self._allowed) > MAX_CACHED:
-                    self._allowed.clear()
-                self._allowed[key] = (time.monotonic() + ALLOWED_TTL_S, result)
-        else:
-            result = decided[1]
-            runner = getattr(master, "tasks", None)
-            if runner is None or runner.endpoint(task_id) is None:  # it ended meanwhile: decide again
-                result = await anyio.to_thread.run_sync(self._decide, app, master, task_id, headers, code)
-        decided = result
-        status, message, cookie, endpoint = decided
-        if status != 200:
-            await self._refuse(scope, receive, send, status, message)
-            return
-        if cookie is not None and not websocket:  # a spent open code: the cookie, and the path without the code
-            kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "det_open"])
-            location = f"{PREFIX}{task_id}{rest}" + (f"?{kept}" if kept else "")
-            await _answer(send, 303, "", [
-                (b"location", location.encode("latin-1", "replace")),
-                (b"set-cookie", (f"{access.cookie_name(task_id)}={cookie}; Path={PREFIX}{task_id}/; HttpOnly; "
-                                 "SameSite=Lax").encode())])
-            return
-        assert endpoint is not None
-        runner = getattr(master, "tasks", None)
+        decision = self.cached(key, task_id)
+        if decision is None:
+            decision = await anyio.to_thread.run_sync(self.decide, task_id, headers, code)
+            self.remember(key, decision)
+        return decision
+
+    def note_activity(self, task_id: str) -> None:
+        runner = getattr(self.master, "tasks", None)
         if runner is not None:
             runner.note_proxy_activity(task_id)
-        port, secret, task_type, host = (*endpoint, "127.0.0.1")[:4]  # host: a Ray node's IP (tasks/runner.py)
-        if task_type == states.SHELL:  # its SSH server's TCP stream, carried by a WebSocket
-            if websocket:
-                await self._relay_tcp(receive, send, task_id, port, host)
-            else:
-                await _answer(send, 400, f"task {task_id} is a shell: its SSH stream is a WebSocket; connect with "
-                                         f"`det shell open {task_id}`")
-        elif websocket:
-            await self._relay_websocket(scope, receive, send, task_id, port, secret, headers, host)
-        else:
-            await self._relay_http(scope, receive, send, task_id, port, secret, headers, host)
 
-    async def _refuse(self, scope: Any, receive: Any, send: Any, status: int, message: str) -> None:
-        if scope["type"] == "websocket":
-            await receive()  # websocket.connect
-            await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})  # uvicorn answers 403
-            return
-        extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
-        await _answer(send, status, message, extra)
-
-    # ------------------------------------------------------------ who
-
-    @staticmethod
-    def _decide(app: Any, master: Any, task_id: str, headers: List[Tuple[bytes, bytes]], code: Optional[str]
-                ) -> Tuple[int, str, Optional[str], Optional[Tuple[int, Optional[str], str]]]:
-        """(status, message, a new cookie, the task's (port, secret, type))."""
+    def decide(self, task_id: str, headers: List[Tuple[bytes, bytes]], code: Optional[str]) -> Decision:
+        """(status, message, a new cookie, the task's (port, secret, type[, host])), reading the database."""
+        app, master = self.app, self.master
         store = access.access_of(app)
         token = auth.bearer({k.decode("latin-1"): v.decode("latin-1") for k, v in headers})
         cookie_value = _cookie(headers, access.cookie_name(task_id))
@@ -188,6 +164,75 @@ class TaskProxyMiddleware:
         if endpoint is None or state not in (states.STARTING, states.RUNNING):
             return 503, f"task {task_id} has no running server ({state}); see `det task logs {task_id}`", None, None
         return 200, "", None, endpoint
+
+
+def gate_of(app: Any) -> Gate:
+    """The app's Gate (app.py makes it; an app made otherwise gets one here)."""
+    gate = getattr(app.state, "proxy_gate", None)
+    if gate is None:
+        gate = app.state.proxy_gate = Gate(app)
+    return gate
+
+
+class TaskProxyMiddleware:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._relay = proxy_relay.Relay()
+        self._remote_relays: Dict[str, proxy_relay.Relay] = {}  # a task on a Ray node: its node's IP -> relay
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket") or not scope["path"].startswith(PREFIX):
+            await self.app(scope, receive, send)
+            return
+        task_id, rest = _split(scope["path"])
+        websocket = scope["type"] == "websocket"
+        if not _TASK_ID.match(task_id):
+            await self._refuse(scope, receive, send, 404, "no such task: /proxy/<task id>/ (see `det task list`)")
+            return
+        if not rest and not websocket:  # /proxy/<id> -> /proxy/<id>/ (a path of ours only: no open redirect)
+            await _answer(send, 307, "", [(b"location", f"{PREFIX}{task_id}/".encode())])
+            return
+        headers = scope.get("headers") or []  # names in lower case (ASGI)
+        raw_query = scope.get("query_string", b"")
+        query = urllib.parse.parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True) \
+            if b"det_open" in raw_query else []
+        code = next((v for k, v in query if k == "det_open"), None)
+        if "app" not in scope or getattr(scope["app"].state, "master", None) is None:
+            await self.app(scope, receive, send)
+            return
+        gate = gate_of(scope["app"])
+        status, message, cookie, endpoint = await gate.check(task_id, headers, code)
+        if status != 200:
+            await self._refuse(scope, receive, send, status, message)
+            return
+        if cookie is not None and not websocket:  # a spent open code: the cookie, and the path without the code
+            kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "det_open"])
+            location = f"{PREFIX}{task_id}{rest}" + (f"?{kept}" if kept else "")
+            await _answer(send, 303, "", [
+                (b"location", location.encode("latin-1", "replace")),
+                (b"set-cookie", (f"{access.cookie_name(task_id)}={cookie}; Path={PREFIX}{task_id}/; HttpOnly; "
+                                 "SameSite=Lax").encode())])
+            return
+        assert endpoint is not None
+        gate.note_activity(task_id)
+        port, secret, task_type, host = endpoint_parts(endpoint)
+        if task_type == states.SHELL:  # its SSH server's TCP stream, carried by a WebSocket
+            if websocket:
+                await self._relay_tcp(receive, send, task_id, port, host)
+            else:
+                await _answer(send, 400, shell_over_http(task_id))
+        elif websocket:
+            await self._relay_websocket(scope, receive, send, task_id, port, secret, headers, host)
+        else:
+            await self._relay_http(scope, receive, send, task_id, port, secret, headers, host)
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any, status: int, message: str) -> None:
+        if scope["type"] == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})  # uvicorn answers 403
+            return
+        extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+        await _answer(send, status, message, extra)
 
     # ------------------------------------------------------------ HTTP
 

@@ -212,21 +212,8 @@ class Relay:
         """Relay the answer; whether the connection may be kept."""
         status, raw, keep = answer
         reader = conn.reader
-        length: Optional[int] = None
-        chunked = False
-        for key, value in raw:
-            if key == b"transfer-encoding":
-                if value.lower().rstrip().endswith(b"chunked"):
-                    chunked = True
-                else:
-                    keep = False  # an encoding we do not frame: read until the task closes
-            elif key == b"content-length":
-                text = value.strip()
-                if not text.isdigit() or (length is not None and int(text) != length):
-                    raise UpstreamError("the answer's Content-Length is not one number")
-                length = int(text)
-        if chunked:
-            length = None
+        length, chunked, framed = answer_framing(raw)
+        keep = keep and framed
         out = filter_answer(raw)
         if out is None:
             raise Refused()
@@ -297,30 +284,62 @@ async def _read_head(reader: asyncio.StreamReader) -> Tuple[int, Headers, bool]:
             data = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             raise UpstreamError(f"the answer's head is over {MAX_HEAD_BYTES} bytes") from None
-        lines = data[:-4].split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or parts[0] not in (b"HTTP/1.1", b"HTTP/1.0") or not parts[1].isdigit() \
-                or len(parts[1]) != 3:
-            raise UpstreamError("the answer's status line is not HTTP/1.x")
-        status = int(parts[1])
-        if status < 100:
-            raise UpstreamError("the answer's status is not 100-599")
-        headers: Headers = []
-        keep = parts[0] == b"HTTP/1.1"
-        for line in lines[1:]:
-            name, colon, value = line.partition(b":")
-            if not colon or not _TOKEN.match(name):
-                raise UpstreamError("an answer's header line is malformed")
-            name = name.lower()
-            value = value.strip(b" \t")
-            if name == b"connection" and b"close" in value.lower():
-                keep = False
-            headers.append((name, value))
-        if status == 101:
-            raise UpstreamError("the task switched protocols on a plain HTTP request")
-        if status >= 200:
-            return status, headers, keep
+        answer = parse_answer_head(data)
+        if answer is not None:
+            return answer
         # 1xx (100 Continue, 103 Early Hints): not relayed; the final answer follows
+
+
+def parse_answer_head(data: bytes) -> Optional[Tuple[int, Headers, bool]]:
+    """(status, headers with lower-case names, whether the connection may be kept) of an answer's head (its bytes
+    up to and with the blank line), None for a 1xx answer (not relayed: the final one follows); UpstreamError for
+    a head that is not HTTP/1.x or a switch of protocols."""
+    lines = data[:-4].split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or parts[0] not in (b"HTTP/1.1", b"HTTP/1.0") or not parts[1].isdigit() \
+            or len(parts[1]) != 3:
+        raise UpstreamError("the answer's status line is not HTTP/1.x")
+    status = int(parts[1])
+    if status < 100:
+        raise UpstreamError("the answer's status is not 100-599")
+    headers: Headers = []
+    keep = parts[0] == b"HTTP/1.1"
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not _TOKEN.match(name):
+            raise UpstreamError("an answer's header line is malformed")
+        name = name.lower()
+        value = value.strip(b" \t")
+        if name == b"connection" and b"close" in value.lower():
+            keep = False
+        headers.append((name, value))
+    if status == 101:
+        raise UpstreamError("the task switched protocols on a plain HTTP request")
+    if status >= 200:
+        return status, headers, keep
+    return None
+
+
+def answer_framing(headers: Headers) -> Tuple[Optional[int], bool, bool]:
+    """(Content-Length, chunked, whether the connection may still be kept) of an answer's headers; UpstreamError
+    for a Content-Length that is not one number. An encoding other than chunked is read until the task closes."""
+    length: Optional[int] = None
+    chunked = False
+    keep = True
+    for key, value in headers:
+        if key == b"transfer-encoding":
+            if value.lower().rstrip().endswith(b"chunked"):
+                chunked = True
+            else:
+                keep = False
+        elif key == b"content-length":
+            text = value.strip()
+            if not text.isdigit() or (length is not None and int(text) != length):
+                raise UpstreamError("the answer's Content-Length is not one number")
+            length = int(text)
+    if chunked:
+        length = None
+    return length, chunked, keep
 
 
 async def _relay_length(reader: asyncio.StreamReader, send: Callable[[Any], Awaitable[None]], length: int) -> None:
