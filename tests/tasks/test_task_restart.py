@@ -40,6 +40,8 @@ def test_tasks_end_with_the_master_and_a_restart_says_why(tmp_path: pathlib.Path
             s.add(Task(id="dead-task", task_type=states.COMMAND, state=states.RUNNING, description="left", owner="admin",
                        config={"entrypoint": ["true"]}, slots=0, resource_pool="default", kill_requested=False,
                        pid=999999, pid_start=1))
+            s.add(Task(id="ray-task", task_type=states.NOTEBOOK, state=states.RUNNING, description="on a node",
+                       owner="admin", config={}, slots=0, resource_pool="default", kill_requested=False))
     finally:
         running.stop(timeout=10)
     restarted = embedded.start(data, slots=Slots(gpus=[], cpu_count=1))
@@ -51,6 +53,8 @@ def test_tasks_end_with_the_master_and_a_restart_says_why(tmp_path: pathlib.Path
         left = admin.get("/tasks/dead-task")["task"]
         assert left["state"] == states.TERMINATED and "keeper process ended while the master was down" in \
             left["exitStatus"]
+        on_ray = admin.get("/tasks/ray-task")["task"]  # started on a Ray node: no keeper of this machine's
+        assert on_ray["state"] == states.TERMINATED and "ran on a Ray node" in on_ray["exitStatus"]
         assert restarted.master.rm.free_slots() == 1  # nothing is counted as held
     finally:
         restarted.stop(timeout=10)

@@ -183,6 +183,10 @@ class TaskRunner:
             keeper.kill_leftovers(proc.popen.dir, task.id)
         if task.kill_requested:
             reason = task.end_reason or "killed"
+        elif code is None and task.pid is None:  # started on a Ray node (rm/ray_tasks.py): no keeper of ours
+            reason = ("the task ran on a Ray node through the master's Ray driver, which ended with the master; a "
+                      "task on Ray is not found again after a restart (a trial is, from its checkpoint); start it "
+                      "again")
         elif code is None:
             reason = ("the task's keeper process ended while the master was down (killed, or the machine "
                       "restarted), and the task with it; start it again")
