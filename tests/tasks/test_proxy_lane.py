@@ -426,6 +426,8 @@ def test_parse_request_takes_only_plain_requests() -> None:
     ok = f"GET /proxy/{TASK}/x HTTP/1.1\r\nHost: ok\r\nX-A:  b \r\nContent-Length: 3".encode()
     request = proxy_lane.parse_request(ok, allowed)
     assert request is not None and request.task_id == TASK and request.length == 3
+    without = proxy_lane.parse_request(ok.replace(b"\r\nContent-Length: 3", b""), allowed)
+    assert without is not None and without.length == -1
     assert (b"x-a", b"b") in request.headers
     for bad in [ok.replace(b"Host: ok", b"Host: no"), ok + b"\r\nHost: ok", ok + b"\r\nContent-Length: 3",
                 ok.replace(b"3", b"-3"), ok.replace(b"3", b"9" * 40), ok + b"\r\n folded", ok + b"\r\nX\x01: 1",

@@ -72,7 +72,7 @@ class Request:
         self.target = target
         self.task_id = task_id
         self.headers = headers
-        self.length = length
+        self.length = length  # its Content-Length; -1: none
         self.close = close
         self.websocket_key = websocket_key  # a WebSocket handshake's (the lane takes a shell's)
         self.raw = b""  # the head as it came, for the ASGI path when the lane does not take it after all
@@ -128,7 +128,7 @@ def parse_request(head: bytes, host_allowed: Callable[[Optional[bytes]], bool]) 
         if not (upgrade and parts[0] == b"GET" and length < 0 and ws.get(b"upgrade", b"").lower() == b"websocket"
                 and ws.get(b"sec-websocket-version") == b"13" and key is not None and len(key) == 24):
             return None
-    return Request(parts[0], target, task_id.decode("ascii"), headers, max(length, 0), close, key)
+    return Request(parts[0], target, task_id.decode("ascii"), headers, length, close, key)
 
 
 def _head(status: int, headers: Headers, default_headers: Headers, close: bool) -> bytes:
@@ -443,7 +443,7 @@ class _Exchange:
         if phase == _DONE:
             return
         self.conn = None
-        if phase == _HEAD and not self.got_any and not self.retried and not self.request.length and \
+        if phase == _HEAD and not self.got_any and not self.retried and self.request.length <= 0 and \
                 self.reused:
             self.retried = True  # a kept connection the task had closed: once more on a new one
             self.front.loop.create_task(self._connect_and_send())
@@ -657,7 +657,7 @@ class _Front(asyncio.Protocol):
                     self._hand_over()
                     return
                 request.raw = buf[:end + 4]
-                total = end + 4 + request.length
+                total = end + 4 + max(request.length, 0)
                 if len(buf) < total:
                     return  # the rest of its body is still to come
                 self._disarm_keep_alive()
@@ -718,7 +718,7 @@ class _Front(asyncio.Protocol):
             return
         self.gate.note_activity(task_id)
         headers = proxy._forward_headers(request.headers, task_id, secret, port)
-        if request.length:
+        if request.length >= 0:  # as the client framed it (a POST of nothing keeps its Content-Length: 0)
             headers.append((b"content-length", b"%d" % request.length))
         try:
             head = proxy_relay.request_head(request.method.decode("latin-1"), request.target, headers)
