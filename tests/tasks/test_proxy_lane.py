@@ -27,11 +27,14 @@ class FakeGate:
         self.decided = 0
         self.activity = 0
 
-    def cached(self, key: Optional[str], task_id: str) -> Any:
-        return None
+    def cached_until(self, key: Optional[str], task_id: str) -> Any:
+        return None  # every request is decided (in a thread), as a first one is
+
+    def running(self, task_id: str) -> bool:
+        return True
 
     def remember(self, key: Optional[str], decision: Any) -> None:
-        pass
+        return None
 
     def note_activity(self, task_id: str) -> None:
         self.activity += 1
@@ -432,7 +435,7 @@ def test_parse_request_takes_only_plain_requests() -> None:
     for bad in [ok.replace(b"Host: ok", b"Host: no"), ok + b"\r\nHost: ok", ok + b"\r\nContent-Length: 3",
                 ok.replace(b"3", b"-3"), ok.replace(b"3", b"9" * 40), ok + b"\r\n folded", ok + b"\r\nX\x01: 1",
                 ok + b"\r\nExpect: 100-continue", ok.replace(b"GET", b"G(T"), ok.replace(b"/x", b""),
-                ok + b"\r\nX-B: a\x00b"]:
+                ok + b"\r\nX-B: a\x00b", ok.replace(b"/x", b"/x\x01"), ok.replace(b"/x", b"/x\x7f")]:
         assert proxy_lane.parse_request(bad, allowed) is None, bad
 
 

@@ -41,6 +41,8 @@ _HOP = {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorizati
         b"transfer-encoding", b"upgrade", b"host", b"content-length"}
 # the master's server writes its own Date and Server headers: the task's would be second ones
 _ANSWER_DROP = (_HOP - {b"content-length"}) | {b"date", b"server"}
+# request headers that never go on to the task (and x-forwarded-*): hop-by-hop, the master's credentials, origins
+NOT_FORWARDED = _HOP | {b"authorization", b"cookie", b"origin", b"referer", b"forwarded"}
 _WS_DROP = _HOP | {b"sec-websocket-key", b"sec-websocket-version", b"sec-websocket-extensions",
                    b"sec-websocket-protocol", b"origin", b"authorization", b"cookie"}
 
@@ -92,22 +94,33 @@ class Gate:
 
     def cached(self, key: Optional[str], task_id: str) -> Optional[Decision]:
         """A decision to let this credential through to the task, still fresh, while the task still runs."""
+        found = self.cached_until(key, task_id)
+        return found[1] if found is not None else None
+
+    def cached_until(self, key: Optional[str], task_id: str) -> Optional[Tuple[float, Decision]]:
+        """(until when, on time.monotonic()) and the decision that `cached` gives."""
         if key is None:
             return None
         kept = self._allowed.get(key)
         if kept is None or kept[0] < time.monotonic():
             return None
-        runner = getattr(self.master, "tasks", None)
-        if runner is None or runner.endpoint(task_id) is None:  # it ended meanwhile: decide again
+        if not self.running(task_id):  # it ended meanwhile: decide again
             return None
-        return kept[1]
+        return kept
 
-    def remember(self, key: Optional[str], decision: Decision) -> None:
+    def running(self, task_id: str) -> bool:
+        runner = getattr(self.master, "tasks", None)
+        return runner is not None and runner.endpoint(task_id) is not None
+
+    def remember(self, key: Optional[str], decision: Decision) -> Optional[float]:
+        """Keep a decision to let a credential through; until when it is kept (None: not kept)."""
         if key is None or decision[0] != 200:
-            return
+            return None
         if len(self._allowed) > MAX_CACHED:
             self._allowed.clear()
-        self._allowed[key] = (time.monotonic() + ALLOWED_TTL_S, decision)
+        until = time.monotonic() + ALLOWED_TTL_S
+        self._allowed[key] = (until, decision)
+        return until
 
     async def check(self, task_id: str, headers: List[Tuple[bytes, bytes]], code: Optional[str]) -> Decision:
         key = _credential_key(headers, task_id) if code is None else None
@@ -405,10 +418,16 @@ def _strip_cookie(headers: List[Tuple[bytes, bytes]], task_id: str) -> str:
 
 def _forward_headers(headers: List[Tuple[bytes, bytes]], task_id: str, secret: Optional[str],
                      port: int) -> List[Tuple[bytes, bytes]]:
-    out = [(k, v) for k, v in headers if k not in _HOP and k not in (b"authorization", b"cookie", b"origin",
-                                                                    b"referer", b"forwarded")
-           and not k.startswith(b"x-forwarded-")]
-    cookie = _strip_cookie(headers, task_id)
+    """The client's headers that go on to the task, and the proxy's own (`_added_headers`)."""
+    out = [(k, v) for k, v in headers if k not in NOT_FORWARDED and not k.startswith(b"x-forwarded-")]
+    return out + _added_headers([(k, v) for k, v in headers if k == b"cookie"], task_id, secret, port)
+
+
+def _added_headers(cookies: List[Tuple[bytes, bytes]], task_id: str, secret: Optional[str],
+                   port: int) -> List[Tuple[bytes, bytes]]:
+    """The client's cookies but the proxy's, the task's own secret, and the Host of the task's server."""
+    out = []
+    cookie = _strip_cookie(cookies, task_id)
     if cookie:
         out.append((b"cookie", cookie.encode("latin-1")))
     if secret:

@@ -35,6 +35,7 @@ import http
 import logging
 import re
 import socket
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from determined.master.api import proxy, proxy_lane_shell, proxy_relay
@@ -55,7 +56,13 @@ _PHRASES = {s.value: s.phrase.encode() for s in http.HTTPStatus}
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _TASK_ID = re.compile(rb"^[0-9a-fA-F-]{1,64}$")
+_BAD_TARGET = re.compile(rb"[\x00-\x20\x7f]")
 _NOT_LANE = frozenset({b"transfer-encoding", b"expect"})
+_SPECIAL = _NOT_LANE | {b"host", b"content-length", b"connection", b"upgrade", b"sec-websocket-key",
+                        b"sec-websocket-version", b"authorization", b"cookie"}
+# what proxy._forward_headers drops, beside the special ones above (hop-by-hop, the master's credentials, origins)
+_NOT_FORWARDED = proxy.NOT_FORWARDED
+_HEADER = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*)")
 _SECURITY = web_security.SECURITY_HEADERS + (
     (b"content-security-policy", web_security.CONTENT_SECURITY_POLICY.encode()),)
 
@@ -64,7 +71,8 @@ _HEAD, _SMALL, _LENGTH, _CHUNKED, _UNTIL_CLOSE, _DONE = range(6)
 
 
 class Request:
-    __slots__ = ("method", "target", "task_id", "headers", "length", "close", "websocket_key", "raw")
+    __slots__ = ("method", "target", "task_id", "headers", "length", "close", "websocket_key", "raw", "credential",
+                 "forward", "cookies")
 
     def __init__(self, method: bytes, target: bytes, task_id: str, headers: Headers, length: int,
                  close: bool, websocket_key: Optional[bytes] = None) -> None:
@@ -76,6 +84,9 @@ class Request:
         self.close = close
         self.websocket_key = websocket_key  # a WebSocket handshake's (the lane takes a shell's)
         self.raw = b""  # the head as it came, for the ASGI path when the lane does not take it after all
+        self.credential = b""  # its Authorization and Cookie headers as they came (a connection's memo of its decision)
+        self.forward: Headers = []  # the headers that go on to the task as they are (proxy._forward_headers)
+        self.cookies: Headers = []  # its Cookie headers (the proxy's own are taken out before they go on)
 
 
 def parse_request(head: bytes, host_allowed: Callable[[Optional[bytes]], bool]) -> Optional[Request]:
@@ -88,37 +99,45 @@ def parse_request(head: bytes, host_allowed: Callable[[Optional[bytes]], bool]) 
     target = parts[1]
     path, _, query = target.partition(b"?")
     task_id, slash, _ = path[len(_PREFIX):].partition(b"/")
-    if not slash or not _TASK_ID.match(task_id) or b"det_open" in query:
+    if not slash or not _TASK_ID.match(task_id) or b"det_open" in query or _BAD_TARGET.search(target):
         return None
     headers: Headers = []
     hosts: List[bytes] = []
     length = -1
     close = upgrade = False
     ws: Dict[bytes, bytes] = {}
+    credential: List[bytes] = []
+    forward: Headers = []
+    cookies: Headers = []
     for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.match(name):
+        m = _HEADER.fullmatch(line)  # a token, a colon, a value without control characters (tab aside)
+        if m is None:
             return None
-        value = value.strip(b" \t")
-        if _BAD_VALUE.search(value):
-            return None
-        name = name.lower()
-        if name in _NOT_LANE:
-            return None
-        if name == b"host":
-            hosts.append(value)
-        elif name == b"content-length":
-            if length >= 0 or not value.isdigit() or len(value) > 12:
+        name = m.group(1).lower()
+        value = m.group(2).rstrip(b" \t")
+        if name in _SPECIAL:
+            if name in _NOT_LANE:
                 return None
-            length = int(value)
-        elif name == b"connection":
-            tokens = {t.strip().lower() for t in value.split(b",")}
-            upgrade = upgrade or b"upgrade" in tokens
-            close = close or b"close" in tokens
-        elif name in (b"upgrade", b"sec-websocket-key", b"sec-websocket-version"):
-            if name in ws:
-                return None
-            ws[name] = value
+            if name == b"host":
+                hosts.append(value)
+            elif name == b"content-length":
+                if length >= 0 or not value.isdigit() or len(value) > 12:
+                    return None
+                length = int(value)
+            elif name == b"connection":
+                tokens = {t.strip().lower() for t in value.split(b",")}
+                upgrade = upgrade or b"upgrade" in tokens
+                close = close or b"close" in tokens
+            elif name in (b"authorization", b"cookie"):
+                credential += (name, value)
+                if name == b"cookie":
+                    cookies.append((name, value))
+            else:  # upgrade, sec-websocket-key, sec-websocket-version: once each
+                if name in ws:
+                    return None
+                ws[name] = value
+        elif name not in _NOT_FORWARDED and not name.startswith(b"x-forwarded-"):
+            forward.append((name, value))
         headers.append((name, value))
     if len(hosts) != 1 or length > LANE_BODY_MAX or not host_allowed(hosts[0]):
         return None
@@ -128,7 +147,10 @@ def parse_request(head: bytes, host_allowed: Callable[[Optional[bytes]], bool]) 
         if not (upgrade and parts[0] == b"GET" and length < 0 and ws.get(b"upgrade", b"").lower() == b"websocket"
                 and ws.get(b"sec-websocket-version") == b"13" and key is not None and len(key) == 24):
             return None
-    return Request(parts[0], target, task_id.decode("ascii"), headers, length, close, key)
+    request = Request(parts[0], target, task_id.decode("ascii"), headers, length, close, key)
+    request.credential = b"\0".join(credential)
+    request.forward, request.cookies = forward, cookies
+    return request
 
 
 def _head(status: int, headers: Headers, default_headers: Headers, close: bool) -> bytes:
@@ -535,6 +557,8 @@ class _Front(asyncio.Protocol):
         self.exchange: Optional[_Exchange] = None
         self.pending = False  # a decision is being read in a thread
         self.keep_alive: Optional[asyncio.TimerHandle] = None
+        self.idle_since: Optional[float] = None
+        self.memo: Optional[Tuple[bytes, str, float, proxy.Decision]] = None
         self.close_after = False
         self.write_paused = False
         self.read_paused = False
@@ -562,7 +586,7 @@ class _Front(asyncio.Protocol):
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.lost = True
         self.connections.discard(self)
-        self._disarm_keep_alive()
+        self._stop_keep_alive()
         exchange, self.exchange = self.exchange, None
         if exchange is not None:
             exchange.cancel()
@@ -593,24 +617,36 @@ class _Front(asyncio.Protocol):
             self.close_after = True
 
     def _arm_keep_alive(self) -> None:
-        self._disarm_keep_alive()
-        self.keep_alive = self.loop.call_later(self.config.timeout_keep_alive, self._idle)
+        """Idle from now: closed after the keep-alive timeout unless a request comes. One timer per connection,
+        moved on when it fires early (not re-made for each request)."""
+        self.idle_since = self.loop.time()
+        if self.keep_alive is None:
+            self.keep_alive = self.loop.call_at(self.idle_since + self.config.timeout_keep_alive, self._idle)
 
     def _disarm_keep_alive(self) -> None:
+        self.idle_since = None
+
+    def _stop_keep_alive(self) -> None:
+        self.idle_since = None
         if self.keep_alive is not None:
             self.keep_alive.cancel()
             self.keep_alive = None
 
     def _idle(self) -> None:
         self.keep_alive = None
-        if self.exchange is None and not self.pending and not self.transport.is_closing():
+        if self.idle_since is None or self.lost:
+            return  # busy: armed again when it is idle
+        due = self.idle_since + self.config.timeout_keep_alive
+        if self.loop.time() < due:
+            self.keep_alive = self.loop.call_at(due, self._idle)
+        elif self.exchange is None and not self.pending and not self.transport.is_closing():
             self.transport.close()
 
     def _hand_over(self) -> None:
         """uvicorn's protocol takes the connection from here, with the bytes read so far."""
         self.handed_over = True
         self.connections.discard(self)
-        self._disarm_keep_alive()
+        self._stop_keep_alive()
         inner = self.inner(self.config, self.server_state, self.app_state, self.loop)
         self.transport.set_protocol(inner)
         inner.connection_made(self.transport)
@@ -669,11 +705,18 @@ class _Front(asyncio.Protocol):
             self.in_next = False
 
     def _take(self, request: Request, body: bytes) -> None:
-        assert self.gate is not None
+        gate = self.gate
+        assert gate is not None
+        memo = self.memo  # this connection's last decision: the same credential, to the same task, still fresh
+        if memo is not None and memo[0] == request.credential and memo[1] == request.task_id \
+                and memo[2] > time.monotonic() and gate.running(request.task_id):
+            self._relay(request, body, memo[3])
+            return
         key = proxy._credential_key(request.headers, request.task_id)
-        decision = self.gate.cached(key, request.task_id)
-        if decision is not None:
-            self._relay(request, body, decision)
+        found = gate.cached_until(key, request.task_id)
+        if found is not None:
+            self.memo = (request.credential, request.task_id, found[0], found[1])
+            self._relay(request, body, found[1])
             return
         self.pending = True
         future = self.loop.run_in_executor(None, self.gate.decide, request.task_id, request.headers, None)
@@ -690,7 +733,9 @@ class _Front(asyncio.Protocol):
             self.answer(503, "the master could not read who may open this task; try again in a moment")
             return
         assert self.gate is not None
-        self.gate.remember(key, decision)
+        until = self.gate.remember(key, decision)
+        if until is not None:
+            self.memo = (request.credential, request.task_id, until, decision)
         self._relay(request, body, decision)  # its answer, a whole one of the proxy's own, goes on to the next
 
     def _relay(self, request: Request, body: bytes, decision: proxy.Decision) -> None:
@@ -717,14 +762,13 @@ class _Front(asyncio.Protocol):
             self.answer(400, proxy.shell_over_http(task_id))
             return
         self.gate.note_activity(task_id)
-        headers = proxy._forward_headers(request.headers, task_id, secret, port)
+        headers = request.forward + proxy._added_headers(request.cookies, task_id, secret, port)
         if request.length >= 0:  # as the client framed it (a POST of nothing keeps its Content-Length: 0)
             headers.append((b"content-length", b"%d" % request.length))
-        try:
-            head = proxy_relay.request_head(request.method.decode("latin-1"), request.target, headers)
-        except ValueError as e:
-            self.answer(400, f"this request cannot be relayed to task {task_id}: {e}")
-            return
+        # every part was checked by parse_request (the added ones are the master's own): no header or request
+        # can be injected
+        head = b"".join([b"%s %s HTTP/1.1\r\n" % (request.method, request.target),
+                         *(b"%s: %s\r\n" % kv for kv in headers), b"\r\n"])
         self.exchange = _Exchange(self, request, head + body, (host, port))
         self.exchange.start()
 
@@ -743,7 +787,7 @@ class _Front(asyncio.Protocol):
             return
         self.handed_over = True
         self.connections.discard(self)
-        self._disarm_keep_alive()
+        self._stop_keep_alive()
         self.transport.write(proxy_lane_shell.handshake(request.websocket_key))
         stream = proxy_lane_shell.ShellStream(self.transport, side, self.connections, self.client)
         self.transport.set_protocol(stream)

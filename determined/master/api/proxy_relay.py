@@ -36,6 +36,7 @@ _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_TARGET = re.compile(rb"[\x00-\x20\x7f]")
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _HEX = re.compile(rb"^[0-9A-Fa-f]{1,15}$")
+_ANSWER_HEADER = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*(.*)", re.DOTALL)
 
 
 class UpstreamError(Exception):
@@ -305,11 +306,11 @@ def parse_answer_head(data: bytes) -> Optional[Tuple[int, Headers, bool]]:
     headers: Headers = []
     keep = parts[0] == b"HTTP/1.1"
     for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.match(name):
+        m = _ANSWER_HEADER.fullmatch(line)
+        if m is None:
             raise UpstreamError("an answer's header line is malformed")
-        name = name.lower()
-        value = value.strip(b" \t")
+        name = m.group(1).lower()
+        value = m.group(2).rstrip(b" \t")
         if name == b"connection" and b"close" in value.lower():
             keep = False
         headers.append((name, value))

@@ -72,6 +72,7 @@ class TaskProcess:
     term_deadline: Optional[float] = None
     sandboxed: bool = False
     token_hash: str = ""  # the hash of the owner's token the task acts with: revoked when it ends
+    exited: bool = False  # its keeper ended (set by the thread that waits for it: the proxy reads no process)
     stop: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 
@@ -439,7 +440,7 @@ class TaskRunner:
 
     def _follow_process(self, proc: TaskProcess) -> None:
         """Threads that wake the master when the task's keeper ends and read a server's readiness and idleness."""
-        threading.Thread(target=self._wait, args=(proc.popen,), name=f"task-{proc.task_id[:8]}-wait",
+        threading.Thread(target=self._wait, args=(proc,), name=f"task-{proc.task_id[:8]}-wait",
                          daemon=True).start()
         if proc.task_type != states.COMMAND:
             threading.Thread(target=self._watch_server, args=(proc,), name=f"task-{proc.task_id[:8]}-watch",
@@ -575,9 +576,12 @@ class TaskRunner:
             return inherited_environment(os.environ)
         return trial_environment(os.environ)
 
-    def _wait(self, handle: keeper.KeeperHandle) -> None:
-        handle.wait()
-        self.master.wake()
+    def _wait(self, proc: TaskProcess) -> None:
+        try:
+            proc.popen.wait()
+        finally:
+            proc.exited = True
+            self.master.wake()
 
     def _log_budget(self) -> int:
         """The bytes of logs one task may keep: the master's trial_log_max_bytes (logs.LogLimits)."""
@@ -623,7 +627,7 @@ class TaskRunner:
         """(port, secret, task type, host) of a running server task of this master, or None. `host`: 127.0.0.1,
         or the IP of the Ray node it runs on."""
         proc = self._procs.get(task_id)
-        if proc is None or proc.popen.poll() is not None:
+        if proc is None or proc.exited:  # read on every proxied request: no system call
             return None
         port, host = _address(proc)
         if not port:
