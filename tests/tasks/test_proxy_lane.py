@@ -14,6 +14,7 @@ import uvicorn
 
 from determined.master.api import proxy_lane, proxy_relay
 from determined.master.security import connection_limits
+from tests.tasks import _task_servers
 
 TASK = "0b6c5a2e-1111-4222-8333-944455556666"
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -104,21 +105,7 @@ class Lane:
         return self.protocol.pool.opened  # type: ignore[attr-defined, no-any-return]
 
 
-async def _task_server(handler: Handler, seen: Optional[Dict[str, Any]] = None
-                       ) -> Tuple[asyncio.AbstractServer, int, Dict[str, Any]]:
-    seen = seen if seen is not None else {"connections": 0, "requests": []}
-
-    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen["connections"] += 1
-        try:
-            await handler(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass  # a client gone; the test's loop ending
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1], seen
+_task_server = _task_servers.serve
 
 
 async def _read_request(reader: asyncio.StreamReader) -> Tuple[bytes, Dict[bytes, bytes], bytes]:

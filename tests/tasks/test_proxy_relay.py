@@ -6,25 +6,14 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 import pytest
 
 from determined.master.api import proxy, proxy_relay
+from tests.tasks import _task_servers
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 TASK = "0b6c5a2e-1111-4222-8333-944455556666"
 
 
-async def _serve(handler: Handler) -> Tuple[asyncio.AbstractServer, int, Dict[str, int]]:
-    seen = {"connections": 0}
-
-    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen["connections"] += 1
-        try:
-            await handler(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1], seen
+async def _serve(handler: Handler) -> Tuple[asyncio.AbstractServer, int, Dict[str, Any]]:
+    return await _task_servers.serve(handler)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> Tuple[bytes, Dict[bytes, bytes], bytes]:

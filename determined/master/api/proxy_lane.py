@@ -34,7 +34,6 @@ import asyncio
 import http
 import logging
 import re
-import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -249,9 +248,7 @@ class _Upstream(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        proxy_lane_shell.no_delay(transport)
 
     def data_received(self, data: bytes) -> None:
         if self.exchange is None:  # an idle connection the task sends to: not one to keep

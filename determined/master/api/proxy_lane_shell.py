@@ -50,6 +50,13 @@ def frame(opcode: int, data: bytes) -> bytes:
     return struct.pack("!BBQ", 0x80 | opcode, 127, n) + data
 
 
+def no_delay(transport: Any) -> None:
+    """TCP_NODELAY on a transport's socket: a small write (a request, an SSH packet) goes out at once."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def _rotated(mask: bytes, offset: int) -> bytes:
     k = offset % 4
     return mask[k:] + mask[:k] if k else mask
@@ -66,9 +73,7 @@ class _TaskSide(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        no_delay(transport)
 
     def data_received(self, data: bytes) -> None:
         if self.stream is None:
@@ -223,4 +228,4 @@ class ShellStream(asyncio.Protocol):
             self.task.transport.close()
 
 
-__all__ = ["MAX_FRAME", "ShellStream", "accept_key", "connect", "frame", "handshake"]
+__all__ = ["MAX_FRAME", "ShellStream", "accept_key", "connect", "frame", "handshake", "no_delay"]
