@@ -316,6 +316,9 @@ class Pool:
 class _Exchange:
     """One request relayed to a task and its answer relayed back to the client of `front`."""
 
+    __slots__ = ("front", "request", "payload", "key", "conn", "phase", "buf", "got_any", "retried", "reused", "keep",
+                 "left", "status", "headers", "dechunker")
+
     def __init__(self, front: "_Front", request: Request, payload: bytes, key: Tuple[str, int]) -> None:
         self.front = front
         self.request = request
@@ -556,6 +559,7 @@ class _Front(asyncio.Protocol):
         self.keep_alive: Optional[asyncio.TimerHandle] = None
         self.idle_since: Optional[float] = None
         self.memo: Optional[Tuple[bytes, str, float, proxy.Decision]] = None
+        self.added: Optional[Tuple[Any, bytes]] = None  # the proxy's own request headers of the last request
         self.close_after = False
         self.write_paused = False
         self.read_paused = False
@@ -759,13 +763,19 @@ class _Front(asyncio.Protocol):
             self.answer(400, proxy.shell_over_http(task_id))
             return
         self.gate.note_activity(task_id)
-        headers = request.forward + proxy._added_headers(request.cookies, task_id, secret, port)
+        added_key = (task_id, secret, port, tuple(request.cookies))
+        if self.added is None or self.added[0] != added_key:  # a client's next request: mostly the same cookies
+            self.added = (added_key, b"".join([b"%s: %s\r\n" % kv for kv in proxy._added_headers(
+                request.cookies, task_id, secret, port)]))
+        lines = [b"%s %s HTTP/1.1\r\n" % (request.method, request.target)]
+        lines += [b"%s: %s\r\n" % kv for kv in request.forward]
+        lines.append(self.added[1])
         if request.length >= 0:  # as the client framed it (a POST of nothing keeps its Content-Length: 0)
-            headers.append((b"content-length", b"%d" % request.length))
+            lines.append(b"content-length: %d\r\n" % request.length)
+        lines.append(b"\r\n")
         # every part was checked by parse_request (the added ones are the master's own): no header or request
         # can be injected
-        head = b"".join([b"%s %s HTTP/1.1\r\n" % (request.method, request.target),
-                         *(b"%s: %s\r\n" % kv for kv in headers), b"\r\n"])
+        head = b"".join(lines)
         self.exchange = _Exchange(self, request, head + body, (host, port))
         self.exchange.start()
 
