@@ -39,7 +39,7 @@ def small_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
 
 def _fill(disk: pathlib.Path) -> pathlib.Path:
     filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # again: only what was freed meanwhile
     try:
         for size in (1 << 20, 4096, 1):
             try:
@@ -80,8 +80,14 @@ def test_a_full_disk_is_survived_and_recovered_from(small_disk: pathlib.Path, ca
         filler = _fill(small_disk)
         before = records(data_dir, None, exp_id)
         wait_for(lambda: "could not record the exit" in server.output(), 60, "trial exits refused by the full disk")
-        time.sleep(1.0)  # the log writer meets the full disk too
-        assert "could not store" in server.output()
+        def writer_refused() -> bool:
+            """The log writer meets the full disk too, at a flush of lines that come while it is full: on a busy
+            machine that can be after a failed run's files were removed, so what they freed is taken again."""
+            if "could not store" in server.output():
+                return True
+            _fill(small_disk)
+            return False
+        wait_for(writer_refused, 60, "the log writer refused by the full disk")
         filler.unlink()
 
         wait_for(lambda: session.get(f"/experiments/{exp_id}")["experiment"]["state"] == "COMPLETED", 120,
