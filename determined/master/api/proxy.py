@@ -92,13 +92,9 @@ class Gate:
     def master(self) -> Any:
         return self.app.state.master
 
-    def cached(self, key: Optional[str], task_id: str) -> Optional[Decision]:
-        """A decision to let this credential through to the task, still fresh, while the task still runs."""
-        found = self.cached_until(key, task_id)
-        return found[1] if found is not None else None
-
     def cached_until(self, key: Optional[str], task_id: str) -> Optional[Tuple[float, Decision]]:
-        """(until when, on time.monotonic()) and the decision that `cached` gives."""
+        """A decision to let this credential through to the task, still fresh, while the task still runs: (until
+        when, on time.monotonic(), the decision)."""
         if key is None:
             return None
         kept = self._allowed.get(key)
@@ -124,7 +120,8 @@ class Gate:
 
     async def check(self, task_id: str, headers: List[Tuple[bytes, bytes]], code: Optional[str]) -> Decision:
         key = _credential_key(headers, task_id) if code is None else None
-        decision = self.cached(key, task_id)
+        found = self.cached_until(key, task_id)
+        decision = found[1] if found is not None else None
         if decision is None:
             decision = await anyio.to_thread.run_sync(self.decide, task_id, headers, code)
             self.remember(key, decision)

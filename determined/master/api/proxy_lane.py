@@ -53,7 +53,6 @@ MAX_POOLS = proxy_relay.MAX_POOLS
 _PREFIX = proxy.PREFIX.encode()
 _PHRASES = {s.value: s.phrase.encode() for s in http.HTTPStatus}
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _TASK_ID = re.compile(rb"^[0-9a-fA-F-]{1,64}$")
 _BAD_TARGET = re.compile(rb"[\x00-\x20\x7f]")
 _NOT_LANE = frozenset({b"transfer-encoding", b"expect"})
@@ -645,20 +644,25 @@ class _Front(asyncio.Protocol):
 
     def _hand_over(self) -> None:
         """uvicorn's protocol takes the connection from here, with the bytes read so far."""
+        self._pass_on(self.inner(self.config, self.server_state, self.app_state, self.loop), made=True)
+
+    def _pass_on(self, protocol: Any, made: bool) -> None:
+        """Another protocol takes the connection (and its count in the caps) from here, with the bytes read so far
+        and the flow control as it stands; `made`: it is told connection_made first."""
         self.handed_over = True
         self.connections.discard(self)
         self._stop_keep_alive()
-        inner = self.inner(self.config, self.server_state, self.app_state, self.loop)
-        self.transport.set_protocol(inner)
-        inner.connection_made(self.transport)
+        self.transport.set_protocol(protocol)
+        if made:
+            protocol.connection_made(self.transport)
         if self.write_paused:
-            inner.pause_writing()
+            protocol.pause_writing()
         if self.read_paused:
             self.read_paused = False
             self.transport.resume_reading()
         data, self.buf = self.buf, b""
         if data:
-            inner.data_received(data)
+            protocol.data_received(data)
 
     # ------------------------------------------------------------ requests
 
@@ -792,20 +796,8 @@ class _Front(asyncio.Protocol):
         if self.lost:
             side.transport.close()
             return
-        self.handed_over = True
-        self.connections.discard(self)
-        self._stop_keep_alive()
         self.transport.write(proxy_lane_shell.handshake(request.websocket_key))
-        stream = proxy_lane_shell.ShellStream(self.transport, side, self.connections, self.client)
-        self.transport.set_protocol(stream)
-        if self.write_paused:
-            stream.pause_writing()
-        if self.read_paused:
-            self.read_paused = False
-            self.transport.resume_reading()
-        data, self.buf = self.buf, b""
-        if data:
-            stream.data_received(data)
+        self._pass_on(proxy_lane_shell.ShellStream(self.transport, side, self.connections, self.client), made=False)
 
     # ------------------------------------------------------------ to the client
 
