@@ -27,6 +27,7 @@ class FakeGate:
         self.port = port
         self.decided = 0
         self.activity = 0
+        self.secret = "task-secret"
 
     def cached_until(self, key: Optional[str], task_id: str) -> Any:
         return None  # every request is decided (in a thread), as a first one is
@@ -44,7 +45,9 @@ class FakeGate:
         self.decided += 1
         token = dict(headers).get(b"authorization", b"")
         if token == b"Bearer alice":
-            return 200, "", None, (self.port, "task-secret", "NOTEBOOK")
+            return 200, "", None, (self.port, self.secret, "NOTEBOOK")
+        if token == b"Bearer alice-tb":
+            return 200, "", None, (self.port, self.secret, "TENSORBOARD")
         if token == b"Bearer alice-shell":
             return 200, "", None, (self.port, None, "SHELL")
         if token == b"Bearer bob":
@@ -178,7 +181,12 @@ def test_a_plain_request_is_relayed_by_the_lane_with_the_proxys_headers_over_one
             assert line == f"POST /proxy/{TASK}/api/x?n=2 HTTP/1.1".encode() and body == b"hello 2"
             assert headers[b"authorization"] == b"token task-secret"  # the task's secret, not the master's token
             assert headers[b"cookie"] == b"a=1" and headers[b"host"] == f"127.0.0.1:{port}".encode()
-            assert lane.gate.activity == 3
+            assert lane.gate.activity == 0  # a notebook's use is read from Jupyter, not from the proxy
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{lane.port}") as client:
+                for i in range(2):
+                    r = await client.get(f"/proxy/{TASK}/", headers={"Authorization": "Bearer alice-tb"})
+                    assert r.status_code == 200
+            assert lane.gate.activity == 2  # a TensorBoard's is
         server.close()
     run(main())
 
@@ -408,6 +416,67 @@ def test_the_dechunker_gives_the_same_body_however_the_bytes_arrive(step: int) -
     for bad in (b"zz\r\n", b"5\r\nabcdeXX", b"1" * 5000):
         with pytest.raises(proxy_relay.UpstreamError):
             proxy_lane.Dechunker().feed(bad)
+
+
+def test_a_connection_repeating_a_request_is_answered_from_what_the_lane_learnt_and_nothing_stale_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client repeating a request (a UI's polls) and a task answering with a head it sent before but for its
+    Date: the lane parses each once per connection (the benchmark's case), yet every answer is the task's own, with
+    the master's Date; a new secret of the task reaches it although the request's bytes did not change; what a
+    connection learns is bounded; a refused redirect stays refused; 1xx heads are not taken for the answer."""
+    parsed: List[bytes] = []
+    real_parse = proxy_lane.parse_request
+
+    def counting(head: bytes, host_allowed: Callable[[Optional[bytes]], bool]) -> Any:
+        parsed.append(head)
+        return real_parse(head, host_allowed)
+    monkeypatch.setattr(proxy_lane, "parse_request", counting)
+    answered = {"n": 0}
+
+    def numbered(_: bytes) -> bytes:
+        answered["n"] += 1
+        n = answered["n"]
+        return (b"HTTP/1.1 200 OK\r\nServer: tornado\r\nDate: Mon, 0%d Jan 2024 00:00:00 GMT\r\n"
+                b"Content-Length: %d\r\n\r\nanswer %d" % (n % 9 + 1, len(b"answer %d" % n), n))
+
+    def distinct(_: bytes) -> bytes:
+        answered["n"] += 1
+        return b"HTTP/1.1 200 OK\r\nX-N: %d\r\nContent-Length: 2\r\n\r\nok" % answered["n"]
+    answers = {
+        b"poll": numbered, b"distinct": distinct,
+        b"out": lambda _: b"HTTP/1.1 302 Found\r\nDate: x\r\nLocation: /api/v1/users\r\nContent-Length: 0\r\n\r\n",
+        b"early": lambda _: (b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+                             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal"),
+    }
+
+    async def main() -> None:
+        seen: Dict[str, Any] = {"connections": 0, "requests": []}
+        server, port, _ = await _task_server(_answering(seen, answers), seen)
+        async with Lane(port) as lane:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{lane.port}",
+                                         headers={"Authorization": "Bearer alice"}) as client:
+                for i in range(1, 6):
+                    if i == 4:
+                        lane.gate.secret = "new-secret"  # decided anew (the fake caches nothing)
+                    r = await client.get(f"/proxy/{TASK}/poll")
+                    assert r.status_code == 200 and r.text == f"answer {i}"  # not an earlier answer's body
+                    assert "2024" not in r.headers["date"] and r.headers["x-frame-options"] == "DENY"
+                    assert seen["requests"][-1][1][b"authorization"] == (
+                        b"token new-secret" if i >= 4 else b"token task-secret")
+                assert len(parsed) == 1  # one parse for five identical requests
+                for _ in range(2):
+                    r = await client.get(f"/proxy/{TASK}/out")
+                    assert r.status_code == 502 and "redirected outside" in r.text
+                    r = await client.get(f"/proxy/{TASK}/early")
+                    assert r.status_code == 200 and r.text == "final"
+                for _ in range(proxy_lane.MAX_KNOWN_ANSWERS + 8):
+                    r = await client.get(f"/proxy/{TASK}/distinct")
+                    assert r.status_code == 200 and r.headers["x-n"] == str(answered["n"])
+            (conn,) = [c for conns in lane.protocol.pool.idle.values() for c in conns]  # type: ignore[attr-defined]
+            assert 0 < len(conn.answers) <= proxy_lane.MAX_KNOWN_ANSWERS
+            assert lane.opened == 3  # the connection of each refused answer is not kept
+        server.close()
+    run(main())
 
 
 def test_parse_request_takes_only_plain_requests() -> None:

@@ -29,6 +29,14 @@ answer without framing read until the task closes). A task that stops in the mid
 client's connection. Connections to task servers are kept per host and port (TCP_NODELAY); a kept one the task
 closed meanwhile is replaced once for a request without a body. While the client cannot take more (its socket's
 buffer is full), the task's connection is not read.
+
+What is remembered, because a UI polls: Python that runs once per request in a process woken for it costs several
+times what it costs in a loop (cold caches), so the lane does not redo work whose input did not change. A client
+connection keeps its last request as parsed, with the head sent to the task for it (used again only for the same
+bytes, the same decision and the same endpoint of the task), and its last decision (the same credential to the same
+task, while fresh and the task runs). A connection to a task keeps what the lane made of each answer head it met
+(status, framing, the headers passed on, as lines), keyed by the head without its Date, which the lane drops for the
+master's own; at most MAX_KNOWN_ANSWERS, forgotten together when full.
 """
 import asyncio
 import http
@@ -50,6 +58,7 @@ DEFAULT_HEAD_LIMIT = 16 * 1024  # uvicorn's h11 bound on a request head that has
 PAUSE_ABOVE = 256 * 1024  # bytes of the next requests buffered while one is answered: the client is not read
 MAX_IDLE_PER_PORT = proxy_relay.MAX_IDLE_PER_PORT
 MAX_POOLS = proxy_relay.MAX_POOLS
+MAX_KNOWN_ANSWERS = 32
 _PREFIX = proxy.PREFIX.encode()
 _PHRASES = {s.value: s.phrase.encode() for s in http.HTTPStatus}
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -61,6 +70,7 @@ _SPECIAL = _NOT_LANE | {b"host", b"content-length", b"connection", b"upgrade", b
 # what proxy._forward_headers drops, beside the special ones above (hop-by-hop, the master's credentials, origins)
 _NOT_FORWARDED = proxy.NOT_FORWARDED
 _HEADER = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*)")
+_STATUS_LINES = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in http.HTTPStatus}
 _SECURITY = web_security.SECURITY_HEADERS + (
     (b"content-security-policy", web_security.CONTENT_SECURITY_POLICY.encode()),)
 
@@ -70,7 +80,7 @@ _HEAD, _SMALL, _LENGTH, _CHUNKED, _UNTIL_CLOSE, _DONE = range(6)
 
 class Request:
     __slots__ = ("method", "target", "task_id", "headers", "length", "close", "websocket_key", "raw", "credential",
-                 "forward", "cookies")
+                 "forward", "cookies", "upstream")
 
     def __init__(self, method: bytes, target: bytes, task_id: str, headers: Headers, length: int,
                  close: bool, websocket_key: Optional[bytes] = None) -> None:
@@ -85,6 +95,7 @@ class Request:
         self.credential = b""  # its Authorization and Cookie headers as they came (a connection's memo of its decision)
         self.forward: Headers = []  # the headers that go on to the task as they are (proxy._forward_headers)
         self.cookies: Headers = []  # its Cookie headers (the proxy's own are taken out before they go on)
+        self.upstream: Optional[Tuple[Any, bytes]] = None  # (the task's endpoint, the head sent to it)
 
 
 def parse_request(head: bytes, host_allowed: Callable[[Optional[bytes]], bool]) -> Optional[Request]:
@@ -151,17 +162,24 @@ def parse_request(head: bytes, host_allowed: Callable[[Optional[bytes]], bool]) 
     return request
 
 
+def _status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        line = b"HTTP/1.1 %d %s\r\n" % (status, _PHRASES.get(status, b""))
+    return line
+
+
+def _lines(headers: Headers) -> bytes:
+    """Header lines for the client: `headers`, then the security headers they do not set."""
+    present = {k for k, _ in headers}
+    return b"".join([b"%s: %s\r\n" % kv for kv in headers] +
+                    [b"%s: %s\r\n" % kv for kv in _SECURITY if kv[0] not in present])
+
+
 def _head(status: int, headers: Headers, default_headers: Headers, close: bool) -> bytes:
     """An answer's head for the client: the master's Date and Server, `headers`, the security headers not set."""
-    present = {k for k, _ in headers}
-    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _PHRASES.get(status, b""))]
-    lines.extend(b"%s: %s\r\n" % kv for kv in default_headers)
-    lines.extend(b"%s: %s\r\n" % kv for kv in headers)
-    lines.extend(b"%s: %s\r\n" % kv for kv in _SECURITY if kv[0] not in present)
-    if close:
-        lines.append(b"connection: close\r\n")
-    lines.append(b"\r\n")
-    return b"".join(lines)
+    return b"".join((_status_line(status), b"".join([b"%s: %s\r\n" % kv for kv in default_headers]),
+                     _lines(headers), b"connection: close\r\n\r\n" if close else b"\r\n"))
 
 
 def text_answer(status: int, text: str, default_headers: Headers, close: bool) -> bytes:
@@ -235,6 +253,33 @@ class Dechunker:
         return b"".join(out)
 
 
+class _Answer:
+    """What the lane makes of an answer's head: a task's server answers most requests with a head it sent before
+    (but for its Date, which the lane replaces with the master's), so a connection keeps what it learnt of each."""
+
+    __slots__ = ("status", "keep", "length", "chunked", "headers", "lines")
+
+    def __init__(self, status: int, keep: bool, length: Optional[int], chunked: bool, headers: Optional[Headers],
+                 lines: Optional[bytes]) -> None:
+        self.status = status
+        self.keep = keep  # HTTP/1.1 without Connection: close, and framed
+        self.length = length
+        self.chunked = chunked
+        self.headers = headers  # what goes on to the client (proxy._answer_headers); None: refused
+        self.lines = lines  # those headers and the security headers, as lines
+
+
+def _without_date(head: bytes) -> bytes:
+    """An answer's head without its Date header (the key of what the lane learnt of it)."""
+    start = head.find(b"\r\nDate:")
+    if start < 0:
+        start = head.lower().find(b"\r\ndate:")
+        if start < 0:
+            return head
+    end = head.find(b"\r\n", start + 2)
+    return head[:start] + head[end:]
+
+
 class _Upstream(asyncio.Protocol):
     """One connection to a task's server, kept between requests."""
 
@@ -244,6 +289,7 @@ class _Upstream(asyncio.Protocol):
         self.exchange: Optional["_Exchange"] = None
         self.closed = False
         self.reused = False
+        self.answers: Dict[Tuple[str, bytes], _Answer] = {}  # the answer heads met on it (see _Answer)
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -316,7 +362,7 @@ class _Exchange:
     """One request relayed to a task and its answer relayed back to the client of `front`."""
 
     __slots__ = ("front", "request", "payload", "key", "conn", "phase", "buf", "got_any", "retried", "reused", "keep",
-                 "left", "status", "headers", "dechunker")
+                 "left", "status", "known", "dechunker")
 
     def __init__(self, front: "_Front", request: Request, payload: bytes, key: Tuple[str, int]) -> None:
         self.front = front
@@ -332,7 +378,7 @@ class _Exchange:
         self.keep = False
         self.left = 0
         self.status = 0
-        self.headers: Headers = []
+        self.known: Optional[_Answer] = None
         self.dechunker: Optional[Dechunker] = None
 
     def start(self) -> None:
@@ -404,59 +450,73 @@ class _Exchange:
             self.keep = False
 
     def _on_head(self) -> None:
+        conn = self.conn
+        assert conn is not None
         while True:
             end = self.buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(self.buf) > proxy_relay.MAX_HEAD_BYTES:
                     raise proxy_relay.UpstreamError(f"the answer's head is over {proxy_relay.MAX_HEAD_BYTES} bytes")
                 return
-            answer = proxy_relay.parse_answer_head(self.buf[:end + 4])
+            head = self.buf[:end + 4]
             self.buf = self.buf[end + 4:]
-            if answer is not None:
+            key = (self.request.task_id, _without_date(head))
+            known = conn.answers.get(key)
+            if known is not None:
                 break
-        status, raw, keep = answer
-        length, chunked, framed = proxy_relay.answer_framing(raw)
+            answer = proxy_relay.parse_answer_head(head)
+            if answer is not None:  # else a 1xx answer: not relayed, the final one follows
+                known = self._learn(answer)
+                if len(conn.answers) >= MAX_KNOWN_ANSWERS:
+                    conn.answers.clear()
+                conn.answers[key] = known
+                break
         task_id = self.request.task_id
-        out = proxy._answer_headers(raw, task_id, self.key[1])
-        if out is None:
+        if known.lines is None:
             self.fail(f"task {task_id} redirected outside /proxy/{task_id}/; refused")
             return
-        self.keep = keep and framed
-        self.status = status
+        self.keep = known.keep
+        self.status = status = known.status
         rest, self.buf = self.buf, b""
+        length = known.length
         if self.request.method == b"HEAD" or status in (204, 304):
             self.keep = self.keep and not rest
-            self._write_head(status, out)
+            self.front.write(self.front.head(status, known.lines))
             self.finish()
         elif length is not None and length <= proxy_relay.BUFFER_BELOW:
-            self.phase, self.left, self.headers, self.buf = _SMALL, length, out, rest
+            self.phase, self.left, self.known, self.buf = _SMALL, length, known, rest
             if len(rest) >= length:
                 self._small_done()
         elif length is not None:
             self.phase, self.left = _LENGTH, length
-            self._write_head(status, out)
+            self.front.write(self.front.head(status, known.lines))
             if rest:
                 self._on_data(rest)
         else:
-            out = [(k, v) for k, v in out if k != b"content-length"] + [(b"transfer-encoding", b"chunked")]
-            self._write_head(status, out)
-            if chunked:
+            assert known.headers is not None
+            out = [(k, v) for k, v in known.headers if k != b"content-length"] + [(b"transfer-encoding", b"chunked")]
+            self.front.write(self.front.head(status, _lines(out)))
+            if known.chunked:
                 self.phase, self.dechunker = _CHUNKED, Dechunker()
             else:
                 self.phase, self.keep = _UNTIL_CLOSE, False
             if rest:
                 self._on_data(rest)
 
+    def _learn(self, answer: Tuple[int, Headers, bool]) -> "_Answer":
+        status, raw, keep = answer
+        length, chunked, framed = proxy_relay.answer_framing(raw)
+        out = proxy._answer_headers(raw, self.request.task_id, self.key[1])
+        return _Answer(status, keep and framed, length, chunked, out, None if out is None else _lines(out))
+
     def _small_done(self) -> None:
         body, extra = self.buf[:self.left], self.buf[self.left:]
         self.buf = b""
         if extra:
             self.keep = False
-        self.front.write(_head(self.status, self.headers, self.front.default_headers, self.front.close_after) + body)
+        assert self.known is not None and self.known.lines is not None
+        self.front.write(self.front.head(self.status, self.known.lines) + body)
         self.finish()
-
-    def _write_head(self, status: int, headers: Headers) -> None:
-        self.front.write(_head(status, headers, self.front.default_headers, self.front.close_after))
 
     def on_lost(self) -> None:
         """The task's connection ended."""
@@ -559,6 +619,8 @@ class _Front(asyncio.Protocol):
         self.idle_since: Optional[float] = None
         self.memo: Optional[Tuple[bytes, str, float, proxy.Decision]] = None
         self.added: Optional[Tuple[Any, bytes]] = None  # the proxy's own request headers of the last request
+        self.last: Optional[Request] = None
+        self.defaults: Tuple[Any, bytes] = (None, b"")
         self.close_after = False
         self.write_paused = False
         self.read_paused = False
@@ -569,6 +631,14 @@ class _Front(asyncio.Protocol):
     @property
     def default_headers(self) -> Headers:
         return self.server_state.default_headers
+
+    def head(self, status: int, lines: bytes) -> bytes:
+        """An answer's head: its status, the master's Date and Server, `lines` (see _lines)."""
+        defaults = self.server_state.default_headers  # uvicorn's, a new list each second
+        if self.defaults[0] is not defaults:
+            self.defaults = (defaults, b"".join([b"%s: %s\r\n" % kv for kv in defaults]))
+        return b"".join((_status_line(status), self.defaults[1], lines,
+                         b"connection: close\r\n\r\n" if self.close_after else b"\r\n"))
 
     # ------------------------------------------------------------ the connection
 
@@ -693,7 +763,12 @@ class _Front(asyncio.Protocol):
                 if end + 4 > self.head_limit:
                     self._hand_over()
                     return
-                request = parse_request(buf[:end], self.host_allowed)
+                last = self.last
+                if last is not None and last.raw == buf[:end + 4]:
+                    request = last
+                else:
+                    request = parse_request(buf[:end], self.host_allowed)
+                    self.last = request
                 if request is None:
                     self._hand_over()
                     return
@@ -766,7 +841,12 @@ class _Front(asyncio.Protocol):
         if task_type == states.SHELL:
             self.answer(400, proxy.shell_over_http(task_id))
             return
-        self.gate.note_activity(task_id)
+        if task_type == states.TENSORBOARD:  # in use (a notebook's use is read from Jupyter)
+            self.gate.note_activity(task_id)
+        if request.upstream is not None and request.upstream[0] == endpoint:
+            self.exchange = _Exchange(self, request, request.upstream[1] + body, (host, port))
+            self.exchange.start()
+            return
         added_key = (task_id, secret, port, tuple(request.cookies))
         if self.added is None or self.added[0] != added_key:  # a client's next request: mostly the same cookies
             self.added = (added_key, b"".join([b"%s: %s\r\n" % kv for kv in proxy._added_headers(
@@ -780,6 +860,7 @@ class _Front(asyncio.Protocol):
         # every part was checked by parse_request (the added ones are the master's own): no header or request
         # can be injected
         head = b"".join(lines)
+        request.upstream = (endpoint, head)
         self.exchange = _Exchange(self, request, head + body, (host, port))
         self.exchange.start()
 
