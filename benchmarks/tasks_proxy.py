@@ -112,7 +112,10 @@ def main() -> None:
         by_hand = subprocess.Popen(jupyter_command(sys.executable, port=own_port, base_url="/x/", token="t",
                                                    root_dir=str(root), allow_root=os.geteuid() == 0),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   env={**os.environ, "JUPYTER_RUNTIME_DIR": str(root / "rt")})
+                                   env={**os.environ, "JUPYTER_RUNTIME_DIR": str(root / "rt")},
+                                   start_new_session=True)  # as the master starts a task: with Linux's autogroup
+        # scheduling a session shares the CPU as one, so a JupyterLab in this script's session would compete with
+        # whatever else runs in it (a load run's busy loops) where the task's does not
 
         def own_answers() -> bool:
             try:

@@ -364,3 +364,70 @@ def test_a_shell_through_the_master_runs_commands_copies_files_and_forwards_port
     assert refused.returncode == 1 and "HTTP 403" in refused.stderr
     alice.post(f"/shells/{shell['id']}/kill")
     _ended(alice, shell["id"])
+
+
+def test_a_shells_terminal_in_the_browser_is_its_owners_login_shell(cluster: Dict[str, Any]) -> None:
+    """/api/v1/shells/{id}/terminal (the Tasks page's terminal): the owner's token opens a login shell on a pty of
+    the asked size that runs what is typed and follows a resize; the shell's exit ends it with its status. Bob, a
+    bad token, a bad first message, an unknown shell and an ended one are refused with a reason and nothing runs."""
+    pytest.importorskip("asyncssh")
+    from websockets.sync.client import connect
+
+    alice, bob, admin, url = cluster["alice"], cluster["bob"], cluster["admin"], cluster["url"]
+    shell = alice.post("/shells", {"config": {"resources": {"slots": 0}}})["task"]
+    wait_for(lambda: alice.get(f"/tasks/{shell['id']}")["task"]["state"] == "STATE_RUNNING", timeout=60,
+             message="the shell's SSH server")
+    address = url.replace("http://", "ws://") + f"/api/v1/shells/{shell['id']}/terminal"
+
+    def read_until(ws: Any, needle: bytes) -> bytes:
+        got = b""
+        while needle not in got:
+            message = ws.recv(timeout=30)
+            assert isinstance(message, bytes), message  # output until then, not an end
+            got += message
+        return got
+
+    for who in (alice, admin):
+        with connect(address) as ws:
+            ws.send(json.dumps({"token": who.token, "cols": 100, "rows": 30}))
+            ws.send(b"echo marker-$((6*7)); stty size; echo $TERM\r")
+            out = read_until(ws, b"xterm-256color\r\n")
+            assert b"marker-42" in out and b"30 100" in out
+            ws.send(json.dumps({"cols": 120, "rows": 40}))
+            ws.send(b"stty size\r")
+            assert b"40 120" in read_until(ws, b"40 120")
+            ws.send(b"exit 3\r")
+            while isinstance(message := ws.recv(timeout=30), bytes):
+                pass
+            assert json.loads(message) == {"exitStatus": 3, "message": "the shell ended with exit status 3"}
+
+    def refused(opening: Any) -> Any:
+        with connect(address.replace(shell["id"], opening.pop("task", shell["id"]))) as ws:
+            ws.send(opening["send"])
+            end = json.loads(ws.recv(timeout=30))
+            with pytest.raises(Exception):
+                ws.recv(timeout=30)
+            return end["message"], ws.close_code
+
+    message, code = refused({"send": json.dumps({"token": bob.token, "cols": 80, "rows": 24})})
+    assert code == 4403 and "only its owner and admins" in message
+    message, code = refused({"send": json.dumps({"token": "not-a-token", "cols": 80, "rows": 24})})
+    assert code == 4401 and "log in again" in message
+    message, code = refused({"send": json.dumps({"token": alice.token, "cols": "wide", "rows": 24, "x": 1})})
+    assert code == 4400 and "cols" in message and "x" in message
+    message, code = refused({"send": b"\x03"})
+    assert code == 4400 and "must be text" in message
+    message, code = refused({"send": json.dumps({"token": alice.token, "cols": 80, "rows": 24}), "task": "nope"})
+    assert code == 4404 and "not found" in message
+    with connect(address) as ws:  # open while the shell is killed: the terminal says so
+        ws.send(json.dumps({"token": alice.token, "cols": 80, "rows": 24}))
+        ws.send(b"echo ready\r")
+        read_until(ws, b"ready\r\n")
+        alice.post(f"/tasks/{shell['id']}/kill")
+        while isinstance(message := ws.recv(timeout=60), bytes):
+            pass
+        end = json.loads(message)
+        assert end["exitStatus"] is None and "the task was killed" in end["message"]
+    _ended(alice, shell["id"])
+    message, code = refused({"send": json.dumps({"token": alice.token, "cols": 80, "rows": 24})})
+    assert code == 4409 and "not running" in message

@@ -11,12 +11,12 @@ from determined.master import ui
 from determined.master.api import (checkpoint_files, checkpoints, cluster, experiments, imports, info, insights,
                                    jobs, models, read_routes, resource_pools, searcher, templates, trial_protocol,
                                    trials, unmanaged, users, workspaces)
-from determined.master.api import tasks
+from determined.master.api import shell_terminal, tasks
 
 API_PREFIX = "/api/v1"
 
 API_MODULES = (info, experiments, trials, trial_protocol, searcher, unmanaged, checkpoints, checkpoint_files, models,
-               cluster, insights, workspaces, templates, users, imports, jobs, tasks, resource_pools)
+               cluster, insights, workspaces, templates, users, imports, jobs, tasks, shell_terminal, resource_pools)
 
 
 def include_all(app: FastAPI) -> None:

@@ -1,6 +1,7 @@
 """Routes of the web UI: the pages, their scripts and styles, and plotly.js from the installed `plotly` package."""
 import functools
 import pathlib
+import re
 from typing import Any, Dict, Union
 
 import jinja2
@@ -100,6 +101,17 @@ def cluster_page(request: Request) -> HTMLResponse:
 def tasks_page(request: Request) -> HTMLResponse:
     """Interactive tasks: notebooks, commands, TensorBoards (static/tasks.js)."""
     return _page(request, "tasks.html", "Tasks")
+
+
+_TASK_ID = re.compile(r"^[0-9A-Za-z-]{1,64}$")
+
+
+@router.get("/tasks/{task_id}/terminal", response_class=HTMLResponse)
+def terminal_page(request: Request, task_id: str) -> HTMLResponse:
+    """A shell's terminal (static/shell_terminal.js, the WebSocket of api/shell_terminal.py)."""
+    if not _TASK_ID.match(task_id):
+        return not_found_page(request, f"shell {task_id[:64]!r}")
+    return _page(request, "terminal.html", "Terminal", taskId=task_id)
 
 
 @router.get("/jobs", response_class=HTMLResponse)

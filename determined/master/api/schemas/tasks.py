@@ -93,3 +93,25 @@ class ShellAnswer(Wire):
     task: TaskInfo
     privateKey: Optional[str] = None
     publicKey: Optional[str] = None
+
+
+class TerminalOpen(StrictWire):
+    """A shell terminal's first message (/shells/{id}/terminal, a WebSocket): who opens it, and its size."""
+
+    token: str = Field(min_length=1, max_length=2048, description="the API token of the shell's owner or an admin")
+    cols: int = Field(ge=2, le=1000, description="the terminal's width in characters")
+    rows: int = Field(ge=1, le=1000, description="the terminal's height in lines")
+
+
+class TerminalResize(StrictWire):
+    """The browser's terminal changed size."""
+
+    cols: int = Field(ge=2, le=1000)
+    rows: int = Field(ge=1, le=1000)
+
+
+class TerminalEnd(Wire):
+    """The master's last message on a shell terminal: why it ended."""
+
+    exitStatus: Optional[int] = Field(None, description="the login shell's exit status, when it ended by itself")
+    message: str

@@ -633,7 +633,7 @@ const det = (() => {
   }
 
   return {
-    config, api, login, logout, ready, sameOriginPath, mayControl, poll, showStatus, el, fill, fmtNum, fmtTime,
+    config, api, token, login, logout, ready, sameOriginPath, mayControl, poll, showStatus, el, fill, fmtNum, fmtTime,
     fmtSeconds, fmtDuration, trialSeconds, lastReport, notFound, fmtValue, fmtBytes, stateBadge, progressBar, bytes, flatten, searchedHparams, hparamValue,
     sortableTable, keyValueTable, plot, plotConfig, checkpointActions, downloadCheckpoint, copyText, registerCheckpoint,
     yamlText, ApiError,

@@ -1,5 +1,5 @@
-// The Tasks page: interactive tasks (notebooks, commands, TensorBoards) with Open, Logs and Kill, and a form that
-// launches JupyterLab. Open asks the master for a one-time address (POST /tasks/{id}/open) and opens it: the
+// The Tasks page: interactive tasks (notebooks, commands, TensorBoards, shells) with Open, Terminal (a running
+// shell's, for its owner and admins: terminal.html), Logs and Kill, and a form that launches JupyterLab. Open asks the master for a one-time address (POST /tasks/{id}/open) and opens it: the
 // master's proxy trades it for a cookie of that task only (docs/tasks.md).
 "use strict";
 
@@ -45,6 +45,9 @@
     const ended = t.state === "STATE_TERMINATED";
     return el("span", { class: "actions" },
       t.serviceAddress && !ended ? el("button", { type: "button", onclick: () => openTask(t) }, "Open") : null,
+      t.type === "SHELL" && t.state === "STATE_RUNNING" && det.mayControl(t.username)
+        ? el("button", { type: "button", onclick: () => { location.href = `/tasks/${encodeURIComponent(t.id)}/terminal`; } },
+          "Terminal") : null,
       el("button", { type: "button", onclick: () => showLogs(t).catch((e) => det.showStatus(e.message)) }, "Logs"),
       !ended && det.mayControl(t.username) ? el("button", { type: "button", onclick: () => kill(t) }, "Kill") : null);
   }
