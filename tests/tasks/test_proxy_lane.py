@@ -5,6 +5,7 @@ answer it."""
 import asyncio
 import re
 import socket
+import threading
 import types
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
@@ -160,7 +161,20 @@ def _get(path: str, token: str = "alice", extra: str = "") -> bytes:
 
 
 def run(coro: Awaitable[None]) -> None:
-    asyncio.run(asyncio.wait_for(coro, 60))  # type: ignore[arg-type]
+    """The test's coroutine on an event loop of its own, in a thread: the worker's main thread may hold a running
+    loop already (Playwright's sync API, once a tests/ui module ran in this xdist worker)."""
+    failure: List[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(asyncio.wait_for(coro, 60))  # type: ignore[arg-type]
+        except BaseException as e:  # handed to the test's thread
+            failure.append(e)
+    thread = threading.Thread(target=target, name="lane-test")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
 
 
 def test_a_plain_request_is_relayed_by_the_lane_with_the_proxys_headers_over_one_kept_connection() -> None:
