@@ -110,3 +110,10 @@ def det_data_dir(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pat
     if db_url:
         monkeypatch.setenv("DET_DB_URL", db_url)
     return path
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The PostgreSQL server a test started through tests/_postgres.py (the importer's and the UI's tests use one in
+    the SQLite stage too, where that module is imported, not loaded as a plugin): stopped by its pid and its
+    directory removed, as the plugin does in the PostgreSQL stage. Stopping twice is harmless."""
+    _postgres.pytest_unconfigure(config)
