@@ -24,6 +24,7 @@ import anyio
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
+from determined.master.api import proxy
 from determined.master.api._deps import master_of
 from determined.master.api.schemas.tasks import TerminalEnd, TerminalOpen, TerminalResize
 from determined.master.problems import RequestProblem
@@ -75,7 +76,7 @@ def _shell_of(websocket: WebSocket, task_id: str, token: str) -> Tuple[str, str,
     endpoint = master.tasks.endpoint(task_id) if getattr(master, "tasks", None) is not None else None
     if endpoint is None:
         raise Refused(4409, f"shell {task_id} is not serving yet (or any more); try again in a moment")
-    port, _, _, host = (*endpoint, "127.0.0.1")[:4]
+    port, _, _, host = proxy.endpoint_parts(endpoint)
     return username, key, host, int(port)
 
 
