@@ -34,13 +34,13 @@ def test_the_owner_opens_jupyterlab_from_the_tasks_page_and_a_cell_lists_their_e
             lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click(timeout=60000)
             cell = lab.locator(".jp-Notebook .jp-Cell .cm-content").first
             cell.wait_for(timeout=60000)
-            lab.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60000)
-            cell.click()
-            lab.keyboard.type("from determined.experimental import client\n"
-                              "print('experiments', sorted(e.id for e in client.list_experiments()))")
-            lab.keyboard.press("Shift+Enter")
+            # the kernel started and idle (the status bar says so once it answered), then the cell's text set whole
+            lab.locator(".jp-StatusBar-TextItem", has_text="| Idle").first.wait_for(timeout=120000)
+            cell.fill("from determined.experimental import client\n"
+                      "print('experiments', sorted(e.id for e in client.list_experiments()))")
+            cell.press("Shift+Enter")
             output = lab.locator(".jp-OutputArea-output", has_text="experiments")
-            output.first.wait_for(timeout=60000)
+            output.first.wait_for(timeout=120000)
             lab.screenshot(path=str(artifacts / "notebook-in-chromium.png"))
             assert output.first.inner_text().strip() == f"experiments {mine}"
         finally:
